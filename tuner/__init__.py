@@ -1,0 +1,25 @@
+"""compile-tune: measure which torch.compile settings make a model fastest, against eager.
+
+Example:
+    >>> import tuner
+    >>> model = tuner.apply_config(model, "results/mlp/best_config.yaml")  # doctest: +SKIP
+"""
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+from .config import CompileConfig, TunedConfig, apply_config, find_block_classes, load_config, load_tuned_config
+from .errors import ConfigError, SpaceError, StudyError, TunerError, WorkloadError
+
+
+def tune(*args, **kwargs):
+    """Run a study; see :class:`tuner.tune.TuneOptions` for the arguments."""
+    from .tune import TuneOptions, tune as _tune
+
+    return _tune(TuneOptions(*args, **kwargs))
+
+
+__all__ = [
+    "CompileConfig", "TunedConfig", "apply_config", "find_block_classes", "load_config", "load_tuned_config",
+    "tune", "TunerError", "WorkloadError", "SpaceError", "ConfigError", "StudyError", "__version__",
+]

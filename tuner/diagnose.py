@@ -1,0 +1,224 @@
+"""Explain what torch.compile did: graph breaks, recompiles, and failures in plain words.
+
+Graph breaks and recompiles are collected from Dynamo's own log records during the trial's
+real compile (no second compile just to explain it). Failures are mapped to a small set of
+categories, each with a one-line explanation and the next step to take.
+"""
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+# --------------------------------------------------------------------------- failure categories
+
+#: category -> (plain explanation, next step)
+CATEGORIES: dict[str, tuple[str, str]] = {
+    "graph_break_fullgraph": (
+        "fullgraph=True, but the model has a graph break",
+        "remove the break (see the graph-break list) or keep fullgraph=False",
+    ),
+    "unsupported": (
+        "torch.compile cannot trace an operation in the model",
+        "rewrite that line with torch ops, or compile a smaller target (blocks) around it",
+    ),
+    "backend_unavailable": (
+        "the backend is not available on this machine or device",
+        "install the backend's package or drop it from the search space",
+    ),
+    "compiler_failure": (
+        "the backend's code generator or C++/Triton compiler failed",
+        "check the C++ compiler (gcc) / Triton install; try another mode or backend",
+    ),
+    "bad_config": (
+        "torch rejected this combination of settings",
+        "drop the offending option or mode from the search space",
+    ),
+    "dynamic_shape": (
+        "a dynamic-shape constraint failed while tracing",
+        "try dynamic=False/None, or mark the dimension dynamic with torch._dynamo.mark_dynamic",
+    ),
+    "recompile_limit": (
+        "the function recompiled more often than torch._dynamo.config.recompile_limit",
+        "use dynamic=True, or fewer distinct input shapes (pad or bucket them)",
+    ),
+    "model_error": (
+        "the model raised an error while being traced or run under compile",
+        "run the model eagerly on the same inputs; fix shape or dtype errors first",
+    ),
+    "dynamo_bug": (
+        "an internal error inside torch.compile",
+        "report it to PyTorch with the trace (--trace); compile a smaller target meanwhile",
+    ),
+    "wrong_results": (
+        "the compiled model's results differ from eager beyond tolerance",
+        "do not use this config; try a different mode/options, or report the mismatch",
+    ),
+    "out_of_memory": (
+        "the trial ran out of memory",
+        "use a smaller batch, a regional target, or raise --max-memory",
+    ),
+    "timeout": (
+        "the trial took longer than --trial-timeout and was stopped",
+        "raise --trial-timeout, or drop slow choices (max-autotune) from the space",
+    ),
+    "crashed": (
+        "the trial process died (a segfault or abort inside native code)",
+        "try another backend/mode; the raw message has the signal",
+    ),
+    "memory_limit": (
+        "the config ran, but its peak memory is over --max-memory",
+        "raise --max-memory or prefer configs with less memory",
+    ),
+    "unknown": ("the trial failed for a reason compile-tune does not recognise", "read the raw message"),
+}
+
+
+@dataclass
+class Failure:
+    category: str
+    explanation: str
+    hint: str
+    raw: str
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def failure(category: str, raw: str) -> Failure:
+    explanation, hint = CATEGORIES.get(category, CATEGORIES["unknown"])
+    return Failure(category, explanation, hint, raw.strip()[:2000])
+
+
+def classify_exception(exc: BaseException) -> Failure:
+    """Most specific torch exception class first; message patterns for the rest."""
+    name = type(exc).__name__
+    text = f"{name}: {exc}"
+    mro = {cls.__name__ for cls in type(exc).__mro__}
+    message = str(exc)
+    if "FailOnRecompileLimitHit" in mro:
+        return failure("recompile_limit", text)
+    if "OutOfMemoryError" in mro or "out of memory" in message.lower() or isinstance(exc, MemoryError):
+        return failure("out_of_memory", text)
+    if "InvalidBackend" in mro:
+        return failure("backend_unavailable", text)
+    if "Unsupported" in mro:
+        return failure("graph_break_fullgraph", text)
+    if "UserError" in mro or "ConstraintViolationError" in mro:
+        return failure("dynamic_shape", text)
+    if "BackendCompilerFailed" in mro or "InductorError" in mro:
+        inner = getattr(exc, "inner_exception", None)
+        if isinstance(inner, (ImportError, ModuleNotFoundError)) or "No module named" in message:
+            return failure("backend_unavailable", text)
+        return failure("compiler_failure", text)
+    if "TorchRuntimeError" in mro:
+        return failure("model_error", text)
+    if "InternalTorchDynamoError" in mro:
+        return failure("dynamo_bug", text)
+    if re.search(r"Either mode or options|Unrecognized mode|Unexpected (optimization option|type of attr)", message):
+        return failure("bad_config", text)
+    if "matches no module" in message:
+        return failure("bad_config", text)
+    return failure("model_error" if isinstance(exc, (RuntimeError, ValueError, TypeError)) else "unknown", text)
+
+
+# --------------------------------------------------------------------------- graph breaks and recompiles
+
+
+@dataclass
+class GraphBreak:
+    file: str
+    line: int
+    code: str
+    reason: str
+    hint: str
+
+    @property
+    def where(self) -> str:
+        return f"{Path(self.file).name}:{self.line}"
+
+
+#: (pattern in Dynamo's reason, plain hint)
+BREAK_HINTS = [
+    (r"builtin operator `print`|logging|reorderable_logging", "remove the print/log from forward, or guard it with `if not torch.compiler.is_compiling()`"),
+    (r"Data-dependent branching|generic_jump|jump with TensorVariable", "branch on tensor values with torch.where or torch.cond instead of Python `if`"),
+    (r"Tensor\.item\(\)|capture_scalar_outputs", "avoid .item() in forward, or set torch._dynamo.config.capture_scalar_outputs = True"),
+    (r"numpy|np\.", "use torch ops instead of numpy (or trace_numpy settings)"),
+    (r"tolist|Tensor\.numpy", "keep values as tensors; avoid .tolist()/.numpy() in forward"),
+    (r"Dynamic shape operator|nonzero|unique", "data-dependent output shapes: set torch._dynamo.config.capture_dynamic_output_shape_ops = True"),
+    (r"builtin|skip|Attempted to call function marked as skipped|non-torch library", "move the unsupported library call out of forward, or wrap it with torch.compiler.disable"),
+]
+
+
+def break_hint(reason: str) -> str:
+    for pattern, hint in BREAK_HINTS:
+        if re.search(pattern, reason):
+            return hint
+    return "see the reason; compile the regions around it, or rewrite the line with torch ops"
+
+
+_BREAK_RE = re.compile(r"Graph break (?:\(.*?\) )?in user code at (?P<file>.+?):(?P<line>\d+)\nGraph Break Reason: (?P<reason>.*)", re.S)
+_RECOMPILE_RE = re.compile(r"Recompiling function (?P<fn>\S+) in (?P<where>\S+)\n\s*triggered by the following guard failure\(s\):\n(?P<guards>.*)", re.S)
+
+
+class DynamoLogCapture(logging.Handler):
+    """Collects Dynamo's graph-break and recompile records while attached."""
+
+    def __init__(self) -> None:
+        super().__init__(level=logging.DEBUG)
+        self.breaks: dict[tuple[str, int, str], GraphBreak] = {}
+        self.break_events = 0
+        self.recompiles: list[dict] = []
+        self.recompile_limit_hit = False
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            message = record.getMessage()
+        except Exception:  # a malformed record must not break the trial
+            return
+        if "recompile_limit" in message and "hit config" in message:
+            self.recompile_limit_hit = True
+        m = _BREAK_RE.match(message)
+        if m:
+            self.break_events += 1
+            reason = _summarise_reason(m.group("reason"))
+            key = (m.group("file"), int(m.group("line")), reason)
+            if key not in self.breaks:
+                self.breaks[key] = GraphBreak(
+                    file=m.group("file"), line=int(m.group("line")), code=_source_line(m.group("file"), int(m.group("line"))),
+                    reason=reason, hint=break_hint(m.group("reason")),
+                )
+            return
+        m = _RECOMPILE_RE.match(message)
+        if m:
+            guards = [g.strip(" -") for g in m.group("guards").splitlines() if g.strip(" -")]
+            self.recompiles.append({"function": m.group("fn"), "where": m.group("where"), "reason": guards[0] if guards else ""})
+
+    def __enter__(self) -> "DynamoLogCapture":
+        import torch._logging
+
+        torch._logging.set_logs(graph_breaks=True, recompiles=True)
+        logger = logging.getLogger("torch._dynamo")
+        logger.addHandler(self)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        logging.getLogger("torch._dynamo").removeHandler(self)
+
+
+def _summarise_reason(reason: str) -> str:
+    """Dynamo's first informative line, e.g. 'Failed to trace builtin operator: ... print ...'."""
+    lines = [l.strip() for l in reason.splitlines() if l.strip()]
+    if lines and lines[0].startswith("Encountered graph break when attempting"):
+        lines = lines[1:]
+    head = lines[0] if lines else reason.strip()
+    explanation = next((l[len("Explanation:"):].strip() for l in lines if l.startswith("Explanation:")), "")
+    return f"{head}: {explanation}" if explanation and explanation not in head else head
+
+
+def _source_line(file: str, line: int) -> str:
+    try:
+        return Path(file).read_text().splitlines()[line - 1].strip()
+    except (OSError, IndexError, UnicodeDecodeError):
+        return ""

@@ -1,0 +1,79 @@
+"""Tables from the study: ``trials.csv`` and the terminal summary.
+
+Everything here is computed from the Optuna storage alone, so reports can be rebuilt later
+without measuring anything.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+
+#: trials.csv columns, in order (others follow).
+COLUMNS = [
+    "number", "role", "state", "config_label", "target", "backend", "mode", "dynamic", "fullgraph", "options",
+    "total_time_s", "compile_time_s", "step_time_s", "speedup", "step_spread", "peak_memory_mb",
+    "eager_peak_memory_mb", "correct", "graphs", "graph_breaks", "recompiles", "recompile_time_s",
+    "failure_category", "failure_explanation", "failure_hint", "failure_raw", "duplicate_of", "interrupted",
+    "regions", "step_s", "eager_step_s", "first_call_s", "trial_wall_s",
+]
+_DETAIL_COLUMNS = ("graph_break_details", "recompile_details", "round_ratios", "region_names", "environment",
+                   "config", "log_tail", "correctness_error")
+
+
+def trials_frame(study) -> pd.DataFrame:
+    rows = []
+    for t in study.get_trials(deepcopy=False):
+        attrs = dict(t.user_attrs)
+        cfg = attrs.get("config") or {}
+        row = {"number": t.number, "state": t.state.name, "value": t.value}
+        row.update({k: v for k, v in attrs.items() if k not in _DETAIL_COLUMNS})
+        row.update(
+            target=cfg.get("target"), backend=cfg.get("backend"), mode=cfg.get("mode"),
+            dynamic=cfg.get("dynamic"), fullgraph=cfg.get("fullgraph"),
+            options=json.dumps(cfg.get("options") or {}, sort_keys=True),
+            correctness_error=attrs.get("correctness_error"),
+        )
+        rows.append(row)
+    frame = pd.DataFrame(rows)
+    if frame.empty:
+        return pd.DataFrame(columns=COLUMNS)
+    ordered = [c for c in COLUMNS if c in frame.columns]
+    return frame[ordered + [c for c in frame.columns if c not in ordered]]
+
+
+def write_trials_csv(study, path: Path) -> Path:
+    trials_frame(study).to_csv(path, index=False)
+    return path
+
+
+def summary_table(frame: pd.DataFrame, top: int = 10) -> str:
+    """Measured configs, best total first; failures after, with their category."""
+    if frame.empty:
+        return "(no trials)"
+    measured = frame[frame.get("duplicate_of").isna()] if "duplicate_of" in frame else frame
+    ok = measured[measured["state"] == "COMPLETE"].sort_values("total_time_s")
+    failed = measured[measured["state"] == "FAIL"]
+    lines = []
+    if not ok.empty:
+        show = ok.head(top)
+        table = pd.DataFrame({
+            "#": show["number"],
+            "config": show["config_label"],
+            "total s": show["total_time_s"].map(lambda v: f"{v:,.1f}"),
+            "compile s": show["compile_time_s"].map(lambda v: f"{v:.1f}"),
+            "step ms": show["step_time_s"].map(lambda v: f"{v * 1e3:.2f}"),
+            "speedup": show["speedup"].map(lambda v: f"{v:.2f}x"),
+            "mem MB": show["peak_memory_mb"].map(lambda v: "" if pd.isna(v) else f"{v:.0f}"),
+            "breaks": show.get("graph_breaks", pd.Series(index=show.index, dtype=float)).map(
+                lambda v: "" if pd.isna(v) else f"{int(v)}"),
+        })
+        lines.append(table.to_string(index=False))
+    if not failed.empty:
+        lines.append("")
+        lines.append("failed:")
+        for _, row in failed.iterrows():
+            category = row.get("failure_category") or ("interrupted" if row.get("interrupted") else "unknown")
+            lines.append(f"  #{row['number']} {row.get('config_label')}: {category} - {row.get('failure_explanation') or ''}")
+    return "\n".join(lines)

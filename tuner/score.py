@@ -1,0 +1,55 @@
+"""From a measurement to the number Optuna minimises, and the figures users decide on.
+
+total time = compile time + steps x step time.
+
+Step times from different processes drift 10-20 % on a shared machine, while good configs
+differ by ~5 %. So a trial's step time is not taken at face value: each trial times eager and
+compiled steps side by side, and its step time is scored as
+
+    normalised step time = eager reference step time / speedup measured in the trial
+
+where the eager reference is fixed once per study (the eager baseline trial). Ratios survive
+machine drift; absolute times do not.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Scoring:
+    """How trials are scored; fixed for the life of a study."""
+
+    steps: int
+    """How many steps the user's real run takes (``--steps``)."""
+    eager_step_s: float
+    """The study's eager reference step time (from the eager baseline trial)."""
+    max_memory_mb: float | None = None
+
+    def step_time(self, m: dict) -> float | None:
+        speedup = m.get("speedup")
+        if not speedup or speedup <= 0:
+            return None
+        return self.eager_step_s / speedup
+
+    def total_time(self, m: dict) -> float | None:
+        step = self.step_time(m)
+        if step is None:
+            return None
+        return float(m.get("compile_time_s") or 0.0) + self.steps * step
+
+    @property
+    def eager_total(self) -> float:
+        return self.steps * self.eager_step_s
+
+    def over_memory(self, m: dict) -> bool:
+        return self.max_memory_mb is not None and float(m.get("peak_memory_mb") or 0.0) > self.max_memory_mb
+
+
+def break_even_steps(compile_s: float, eager_step_s: float, step_s: float) -> float | None:
+    """Steps after which compiling has paid for itself; None if it never does."""
+    saving = eager_step_s - step_s
+    if saving <= 0:
+        return None
+    return math.ceil(compile_s / saving)

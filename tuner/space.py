@@ -1,0 +1,279 @@
+"""Search spaces: ``search_spaces/*.yaml`` -> validated dimensions -> Optuna suggestions.
+
+A space file lists, per dimension, the values to try::
+
+    description: what this space is for
+    target: [whole, blocks]          # or module-name globs such as "layers.*"
+    backend: [inductor, aot_eager]
+    mode: [default, max-autotune-no-cudagraphs]   # inductor only
+    dynamic: [null, true, false]
+    fullgraph: [false, true]
+    options:                          # inductor config overrides, inductor only
+      freezing: [false, true]
+
+A scalar means "always this value". Choices that cannot work on the device or task
+(CUDA graphs on a CPU, ``freezing`` for training) are dropped before the search, not tried.
+"""
+from __future__ import annotations
+
+import difflib
+import itertools
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .config import BLOCKS, MODES, NO_COMPILE, WHOLE, CompileConfig
+from .errors import SpaceError
+
+BUNDLED_DIR = Path(__file__).resolve().parent.parent / "search_spaces"
+DIMENSIONS = ("target", "backend", "mode", "dynamic", "fullgraph", "options")
+TOP_LEVEL_KEYS = ("description",) + DIMENSIONS
+
+#: Choices that need CUDA; on a CPU they either do nothing (reduce-overhead) or duplicate
+#: another choice (max-autotune == max-autotune-no-cudagraphs), so trying them wastes trials.
+CUDA_ONLY_BACKENDS = {"cudagraphs"}
+CUDA_ONLY_MODES = {"reduce-overhead", "max-autotune"}
+INFERENCE_ONLY_OPTIONS = {"freezing"}
+
+
+@dataclass
+class SearchSpace:
+    """Validated choices per dimension; ``skipped`` says what was dropped and why."""
+
+    source: str
+    description: str = ""
+    target: list = field(default_factory=lambda: [WHOLE])
+    backend: list = field(default_factory=lambda: ["inductor"])
+    mode: list = field(default_factory=lambda: ["default"])
+    dynamic: list = field(default_factory=lambda: [None])
+    fullgraph: list = field(default_factory=lambda: [False])
+    options: dict[str, list] = field(default_factory=dict)
+    skipped: list[str] = field(default_factory=list)
+
+    def suggest(self, trial) -> CompileConfig:
+        """Ask an Optuna trial for one config; mode and options only exist under inductor."""
+        target = trial.suggest_categorical("target", self.target)
+        backend = trial.suggest_categorical("backend", self.backend)
+        mode, options = None, {}
+        if backend == "inductor":
+            mode = trial.suggest_categorical("mode", self.mode)
+            for name, choices in self.options.items():
+                options[name] = trial.suggest_categorical(f"options.{name}", choices)
+        dynamic = trial.suggest_categorical("dynamic", self.dynamic)
+        fullgraph = trial.suggest_categorical("fullgraph", self.fullgraph)
+        return CompileConfig(target, backend, mode, dynamic, fullgraph, _drop_defaults(options))
+
+    def params_for(self, cfg: CompileConfig) -> dict[str, Any]:
+        """The Optuna params that make :meth:`suggest` return ``cfg`` (for enqueue_trial)."""
+        params: dict[str, Any] = {
+            "target": cfg.target, "backend": cfg.backend, "dynamic": cfg.dynamic, "fullgraph": cfg.fullgraph,
+        }
+        if cfg.backend == "inductor":
+            params["mode"] = cfg.mode if cfg.mode in self.mode else "default"
+            if params["mode"] not in self.mode:
+                params["mode"] = self.mode[0]
+            from torch._inductor import config as inductor_config
+
+            defaults = inductor_config.get_config_copy()
+            for name in self.options:
+                params[f"options.{name}"] = cfg.options.get(name, defaults.get(name))
+        return params
+
+    def configs(self) -> list[CompileConfig]:
+        """Every distinct config in the space (what an exhaustive sweep measures)."""
+        seen: dict[str, CompileConfig] = {}
+        option_names = list(self.options)
+        for target, backend, dynamic, fullgraph in itertools.product(
+            self.target, self.backend, self.dynamic, self.fullgraph
+        ):
+            modes = self.mode if backend == "inductor" else [None]
+            option_sets = (
+                itertools.product(*(self.options[n] for n in option_names))
+                if backend == "inductor"
+                else [()]
+            )
+            for mode, values in itertools.product(modes, list(option_sets)):
+                opts = _drop_defaults(dict(zip(option_names, values)))
+                cfg = CompileConfig(target, backend, mode, dynamic, fullgraph, opts)
+                seen.setdefault(cfg.key(), cfg)
+        return list(seen.values())
+
+    def restrict(self, *, device: str, task: str, has_blocks: bool) -> "SearchSpace":
+        """Drop choices that cannot work here; record each drop in ``skipped``."""
+        cuda = device.startswith("cuda")
+
+        def keep(dim: str, values: list, bad: set, why: str) -> list:
+            kept = [v for v in values if v not in bad]
+            for v in values:
+                if v in bad:
+                    self.skipped.append(f"{dim}={v}: {why}")
+            return kept
+
+        if not cuda:
+            self.backend = keep("backend", self.backend, CUDA_ONLY_BACKENDS, "needs CUDA")
+            self.mode = keep("mode", self.mode, CUDA_ONLY_MODES, "needs CUDA (same as another choice on CPU)")
+            for name in [n for n in self.options if n.startswith("triton.")]:
+                self.skipped.append(f"options.{name}: needs CUDA (Triton)")
+                del self.options[name]
+        if task == "train":
+            for name in [n for n in self.options if n in INFERENCE_ONLY_OPTIONS]:
+                self.skipped.append(f"options.{name}: inference only")
+                del self.options[name]
+        if not has_blocks:
+            self.target = keep("target", self.target, {BLOCKS}, "the model has no repeated submodule class")
+        for dim in ("target", "backend", "mode"):
+            if not getattr(self, dim):
+                raise SpaceError(
+                    f"{self.source}: no `{dim}` choice is usable here ({'; '.join(self.skipped)})",
+                    f"add a `{dim}` value that works on {device}",
+                )
+        return self
+
+
+def _drop_defaults(options: dict[str, Any]) -> dict[str, Any]:
+    """Options equal to inductor's default are left out, so equal configs get equal keys."""
+    if not options:
+        return options
+    from torch._inductor import config as inductor_config
+
+    defaults = inductor_config.get_config_copy()
+    return {k: v for k, v in options.items() if defaults.get(k, object()) != v}
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def resolve_space_path(name_or_path: str) -> Path:
+    """``quick`` -> the bundled ``search_spaces/quick.yaml``; anything else is a path."""
+    candidate = Path(name_or_path)
+    if candidate.suffix in (".yaml", ".yml") or candidate.exists():
+        if not candidate.is_file():
+            raise SpaceError(f"{candidate}: no such search-space file", _bundled_hint())
+        return candidate
+    bundled = BUNDLED_DIR / f"{name_or_path}.yaml"
+    if not bundled.is_file():
+        raise SpaceError(f"unknown search space {name_or_path!r}", _bundled_hint())
+    return bundled
+
+
+def bundled_spaces() -> list[str]:
+    return sorted(p.stem for p in BUNDLED_DIR.glob("*.yaml"))
+
+
+def _bundled_hint() -> str:
+    return f"use a bundled space ({', '.join(bundled_spaces())}) or the path of a .yaml file"
+
+
+def load_space(name_or_path: str) -> SearchSpace:
+    path = resolve_space_path(name_or_path)
+    text = path.read_text()
+    try:
+        root = yaml.compose(text)
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        line = getattr(getattr(exc, "problem_mark", None), "line", None)
+        where = f", line {line + 1}" if line is not None else ""
+        raise SpaceError(f"{path}{where}: not valid YAML: {getattr(exc, 'problem', exc)}") from exc
+    if not isinstance(data, dict):
+        raise SpaceError(f"{path}: a search space must be a mapping of dimension -> choices")
+    lines = _key_lines(root)
+    return _validate(data, path, lines)
+
+
+def _key_lines(node, prefix: str = "") -> dict[str, int]:
+    """Dotted key -> 1-based line, from PyYAML's node marks."""
+    lines: dict[str, int] = {}
+    if isinstance(node, yaml.MappingNode):
+        for key_node, value_node in node.value:
+            key = f"{prefix}{key_node.value}"
+            lines[key] = key_node.start_mark.line + 1
+            lines.update(_key_lines(value_node, key + "."))
+    return lines
+
+
+def _validate(data: dict, path: Path, lines: dict[str, int]) -> SearchSpace:
+    def fail(key: str, message: str, hint: str | None = None):
+        line = lines.get(key)
+        where = f"{path}, line {line}" if line else str(path)
+        raise SpaceError(f"{where}: `{key}` {message}", hint)
+
+    for key in data:
+        if key not in TOP_LEVEL_KEYS:
+            close = difflib.get_close_matches(str(key), TOP_LEVEL_KEYS, n=1)
+            fail(str(key), "is not a search-space key", f"did you mean `{close[0]}`?" if close else
+                 f"known keys: {', '.join(TOP_LEVEL_KEYS)}")
+
+    def choices(key: str, value) -> list:
+        values = value if isinstance(value, list) else [value]
+        if not values:
+            fail(key, "has no choices", "list at least one value")
+        if len({repr(v) for v in values}) != len(values):
+            fail(key, f"lists a value twice: {values}")
+        return values
+
+    space = SearchSpace(source=str(path), description=str(data.get("description", "")))
+    if "target" in data:
+        space.target = choices("target", data["target"])
+        for t in space.target:
+            if not isinstance(t, str) or not t or t == NO_COMPILE:
+                fail("target", f"values must be whole, blocks or a module-name pattern, got {t!r}",
+                     "eager is always measured as the baseline; do not list `none`")
+    if "backend" in data:
+        space.backend = choices("backend", data["backend"])
+        known = _known_backends()
+        for b in space.backend:
+            if b not in known:
+                close = difflib.get_close_matches(str(b), known, n=1)
+                fail("backend", f"has unknown backend {b!r}",
+                     f"did you mean `{close[0]}`?" if close else f"known: {', '.join(known)}")
+    if "mode" in data:
+        space.mode = choices("mode", data["mode"])
+        for m in space.mode:
+            if m not in MODES:
+                fail("mode", f"has unknown mode {m!r}", f"use one of {', '.join(MODES)}")
+    if "dynamic" in data:
+        space.dynamic = choices("dynamic", data["dynamic"])
+        for d in space.dynamic:
+            if d not in (None, True, False):
+                fail("dynamic", f"values must be null, true or false, got {d!r}")
+    if "fullgraph" in data:
+        space.fullgraph = choices("fullgraph", data["fullgraph"])
+        for f in space.fullgraph:
+            if not isinstance(f, bool):
+                fail("fullgraph", f"values must be true or false, got {f!r}")
+    if "options" in data:
+        if not isinstance(data["options"], dict):
+            fail("options", "must be a mapping of inductor option -> choices", "e.g. options: {freezing: [false, true]}")
+        space.options = _validate_options(data["options"], fail)
+    return space
+
+
+def _validate_options(options: dict, fail) -> dict[str, list]:
+    from torch._inductor import config as inductor_config
+
+    defaults = inductor_config.get_config_copy()
+    out: dict[str, list] = {}
+    for name, value in options.items():
+        key = f"options.{name}"
+        name = str(name).replace("-", "_")
+        if name not in defaults:
+            close = difflib.get_close_matches(name, list(defaults), n=1)
+            fail(key, "is not an inductor option",
+                 f"did you mean `{close[0]}`?" if close else "see torch._inductor.list_options()")
+        values = value if isinstance(value, list) else [value]
+        if not values:
+            fail(key, "has no choices")
+        default = defaults[name]
+        for v in values:
+            if default is not None and not isinstance(v, type(default)):
+                fail(key, f"values must be {type(default).__name__} like the default {default!r}, got {v!r}")
+        out[name] = values
+    return out
+
+
+def _known_backends() -> list[str]:
+    import torch._dynamo
+
+    return sorted(torch._dynamo.list_backends(exclude_tags=()))

@@ -1,0 +1,133 @@
+"""Run one trial in a fresh Python process and turn whatever happens into a measurement.
+
+A fresh process per trial means no Dynamo state, no threads and no in-memory kernels shared
+between trials; a fresh ``TORCHINDUCTOR_CACHE_DIR`` means the compile time is the cold cost a
+user pays on a first run. The child may crash (segfault, OOM kill) or hang: the parent kills
+its whole process group on timeout and records the failure; the study goes on.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+from .diagnose import failure
+from .measure import TrialSpec
+
+
+def run_isolated(
+    spec: TrialSpec,
+    *,
+    timeout: float,
+    work_dir: Path,
+    cache_dir: Path | None = None,
+    keep_cache: bool = False,
+    env_extra: dict[str, str] | None = None,
+) -> dict:
+    """Measure ``spec`` in a child process; always returns a result dict with ``status``."""
+    work_dir.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix="trial-", suffix=".json", dir=work_dir)
+    os.close(fd)
+    spec_path, out_path, log_path = Path(tmp), Path(tmp).with_suffix(".result.json"), Path(tmp).with_suffix(".log")
+    spec_path.write_text(json.dumps(asdict(spec)))
+    own_cache = cache_dir is None
+    cache = Path(tempfile.mkdtemp(prefix="inductor-cache-", dir=work_dir)) if own_cache else cache_dir
+    env = _child_env(spec.threads, cache, env_extra)
+    start = time.perf_counter()
+    timed_out = False
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "tuner.measure", str(spec_path), str(out_path)],
+            stdout=log, stderr=subprocess.STDOUT, env=env, cwd=os.getcwd(),
+            start_new_session=True,  # its own process group, so compile workers die with it
+        )
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            _kill_group(proc)
+        finally:
+            if proc.poll() is None:
+                _kill_group(proc)
+            _kill_group(proc)  # leftover compile workers in the group
+    wall = time.perf_counter() - start
+    result = _read_result(out_path)
+    result["trial_wall_s"] = wall
+    if timed_out:
+        result.update(status="failed", failure=failure(
+            "timeout", f"no result after {timeout:.0f} s (stage: {result.get('stage', 'startup')})").to_dict())
+    elif proc.returncode != 0 or result.get("status") == "running":
+        result.update(status="failed", failure=_death(proc.returncode, result, log_path).to_dict())
+    result["log_tail"] = _tail(log_path) if result.get("status") == "failed" else ""
+    for path in (spec_path, out_path, log_path):
+        path.unlink(missing_ok=True)
+    if own_cache and not keep_cache:
+        shutil.rmtree(cache, ignore_errors=True)
+    elif own_cache:
+        result["cache_dir"] = str(cache)
+    return result
+
+
+def _child_env(threads: int, cache: Path, extra: dict[str, str] | None) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(
+        TORCHINDUCTOR_CACHE_DIR=str(cache),
+        # Pin every thread pool the same way for every trial, so trials are comparable.
+        OMP_NUM_THREADS=str(threads),
+        MKL_NUM_THREADS=str(threads),
+        PYTHONUNBUFFERED="1",
+    )
+    # The child imports `tuner` from the same place as the parent.
+    package_root = str(Path(__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH", "")) if p)
+    env.update(extra or {})
+    return env
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        pass
+
+
+def _read_result(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return {"status": "running", "stage": "startup"}
+
+
+def _death(returncode: int | None, result: dict, log_path: Path):
+    stage = result.get("stage", "startup")
+    tail = _tail(log_path, 400)
+    if returncode is not None and returncode < 0:
+        sig = signal.Signals(-returncode).name if -returncode in signal.valid_signals() else str(-returncode)
+        if -returncode == signal.SIGKILL:
+            # The kernel's OOM killer sends SIGKILL; nothing else in a trial does.
+            return failure("out_of_memory", f"killed by {sig} during {stage} (likely the out-of-memory killer)")
+        return failure("crashed", f"process died with {sig} during {stage}")
+    if "MemoryError" in tail or "out of memory" in tail.lower():
+        return failure("out_of_memory", f"exit code {returncode} during {stage}: {tail[-300:]}")
+    return failure("crashed", f"exit code {returncode} during {stage}: {tail[-300:]}")
+
+
+def _tail(path: Path, chars: int = 2000) -> str:
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return ""
+    # Dynamo's verbose graph-break/recompile lines are in the result already; keep the rest.
+    lines = [l for l in text.splitlines() if "[__graph_breaks]" not in l and "[__recompiles]" not in l]
+    return "\n".join(lines)[-chars:]
