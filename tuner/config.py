@@ -274,7 +274,9 @@ def save_tuned_config(tuned: TunedConfig, path: str | Path) -> Path:
         "# compile-tune result. Use it with:\n"
         "#   model = tuner.apply_config(model, \"%s\")\n" % path.as_posix()
     )
-    path.write_text(header + yaml.safe_dump(tuned.to_dict(), sort_keys=False))
+    # A JSON round trip turns str subclasses (torch's TorchVersion) and tuples into plain YAML types.
+    plain = json.loads(json.dumps(tuned.to_dict(), default=str))
+    path.write_text(header + yaml.safe_dump(plain, sort_keys=False))
     return path
 
 

@@ -107,7 +107,7 @@ def tune(opts: TuneOptions, log=print) -> TuneResult:
     if stale:
         log(f"  resumed: {stale} interrupted trial(s) will be measured again")
 
-    progress = _Progress(opts.trials, enabled=opts.progress)
+    progress = _Progress(opts.trials, enabled=opts.progress, log=log)
     tuner = Tuner(study, space, settings, out_dir / "work", on_trial=progress.update)
     run = StudyRun(study=study, scoring=None)  # type: ignore[arg-type]
     progress.start(tuner.search_done())
@@ -186,8 +186,8 @@ def write_outputs(study, tuned: TunedConfig, out_dir: Path) -> None:
 class _Progress:
     """A tqdm bar over search trials, showing the best total time so far."""
 
-    def __init__(self, total: int, enabled: bool) -> None:
-        self.total, self.enabled, self.bar, self.best = total, enabled, None, None
+    def __init__(self, total: int, enabled: bool, log=print) -> None:
+        self.total, self.enabled, self.bar, self.best, self.log = total, enabled, None, None, log
 
     def start(self, done: int) -> None:
         if not self.enabled:
@@ -201,14 +201,20 @@ class _Progress:
         total = attrs.get("total_time_s")
         if attrs.get("status") == "ok" and total is not None and (self.best is None or total < self.best[0]):
             self.best = (total, attrs.get("config_label"), attrs.get("speedup"))
+        if attrs.get("status") == "ok":
+            last = (f"{attrs.get('speedup', 0):.2f}x, compile {attrs.get('compile_time_s', 0):.1f} s, "
+                    f"total {attrs.get('total_time_s', 0):.1f} s")
+        else:
+            last = f"failed: {attrs.get('failure_category')} ({attrs.get('failure_explanation')})"
+        line = f"  {attrs.get('role'):6s} {attrs.get('config_label')}: {last}"
         if self.bar is None:
+            self.log(line)
             return
         if attrs.get("role") == "search":
             self.bar.update(1)
         if self.best:
             self.bar.set_postfix_str(f"best {self.best[0]:.1f}s {self.best[1]} ({self.best[2]:.2f}x)")
-        last = attrs.get("failure_category") or f"{attrs.get('speedup', 0):.2f}x"
-        self.bar.write(f"  {attrs.get('role'):6s} {attrs.get('config_label')}: {last}")
+        self.bar.write(line)
 
     def close(self) -> None:
         if self.bar is not None:

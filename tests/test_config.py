@@ -1,0 +1,131 @@
+import warnings
+
+import pytest
+import torch
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import tuner
+from tuner.config import (CompileConfig, TunedConfig, find_block_classes, load_tuned_config, save_tuned_config,
+                          target_modules)
+from tuner.errors import ConfigError
+from tuner.workload import load_workload
+
+configs = st.builds(
+    CompileConfig,
+    target=st.sampled_from(["whole", "blocks", "layers.*", "none"]),
+    backend=st.sampled_from(["inductor", "aot_eager", "eager"]),
+    mode=st.sampled_from([None, "default", "max-autotune-no-cudagraphs", "reduce-overhead"]),
+    dynamic=st.sampled_from([None, True, False]),
+    fullgraph=st.booleans(),
+    options=st.dictionaries(st.sampled_from(["freezing", "shape_padding", "max_autotune"]), st.booleans()),
+)
+
+
+@given(configs)
+@settings(max_examples=60, deadline=None)
+def test_yaml_round_trip_preserves_the_config(tmp_path_factory, cfg):
+    path = tmp_path_factory.mktemp("cfg") / "best_config.yaml"
+    save_tuned_config(TunedConfig(cfg, measured={"speedup_vs_eager": 1.5}), path)
+    loaded = load_tuned_config(path)
+    assert loaded.config == cfg
+    assert loaded.config.key() == cfg.key()
+    assert loaded.measured["speedup_vs_eager"] == 1.5
+
+
+def test_unknown_key_and_bad_values_are_rejected():
+    with pytest.raises(ConfigError, match="unknown compile config key\\(s\\) backnd"):
+        CompileConfig.from_dict({"backnd": "inductor"})
+    with pytest.raises(ConfigError, match="`mode` must be one of"):
+        CompileConfig(mode="fast")
+    with pytest.raises(ConfigError, match="`dynamic` must be true, false or null"):
+        CompileConfig(dynamic="yes")
+
+
+def test_mode_with_options_is_spelled_as_merged_options():
+    kwargs = CompileConfig(mode="max-autotune-no-cudagraphs", options={"freezing": True}).compile_kwargs()
+    assert "mode" not in kwargs
+    assert kwargs["options"]["max_autotune"] is True and kwargs["options"]["freezing"] is True
+    assert CompileConfig(mode="max-autotune-no-cudagraphs").compile_kwargs()["mode"] == "max-autotune-no-cudagraphs"
+    assert "options" not in CompileConfig(backend="aot_eager", options={"freezing": True}).compile_kwargs()
+
+
+def test_malformed_file_raises_a_clear_error(tmp_path):
+    bad = tmp_path / "best_config.yaml"
+    bad.write_text("config: [1, 2\n")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        tuner.load_config(bad)
+    bad.write_text("verdict: compile\n")
+    with pytest.raises(ConfigError, match="expected a mapping with a `config` key"):
+        tuner.load_config(bad)
+    bad.write_text("config: {target: whole, colour: blue}\n")
+    with pytest.raises(ConfigError, match="unknown compile config key\\(s\\) colour"):
+        tuner.load_config(bad)
+    with pytest.raises(ConfigError, match="no such config file"):
+        tuner.load_config(tmp_path / "nope.yaml")
+
+
+def test_loading_a_file_from_another_torch_version_warns(tmp_path):
+    path = save_tuned_config(TunedConfig(CompileConfig(), tuned_on={"torch": "1.0.0", "device": "cpu"}), tmp_path / "b.yaml")
+    with pytest.warns(UserWarning, match="tuned with torch 1.0.0"):
+        tuner.load_config(path)
+    path = save_tuned_config(TunedConfig(CompileConfig(), tuned_on={"torch": torch.__version__, "device": "cpu"}), tmp_path / "c.yaml")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        tuner.load_config(path)
+
+
+def test_block_detection_finds_the_outermost_repeated_class(workloads):
+    model = load_workload(workloads / "blocks.py").make_model()
+    classes = find_block_classes(model)
+    assert [c.__name__ for c in classes] == ["Block"]
+    assert [name for name, _ in target_modules(model, "blocks")] == ["layers.0", "layers.1", "layers.2"]
+    assert [name for name, _ in target_modules(model, "layers.*")] == ["layers.0", "layers.1", "layers.2"]
+    assert find_block_classes(load_workload(workloads / "mlp.py").make_model()) == []
+
+
+def _compiled_graphs(model, inputs):
+    from torch._dynamo.utils import counters
+
+    torch._dynamo.reset()
+    counters.clear()
+    with torch.no_grad():
+        out = model(*inputs)
+    return out, int(counters["stats"].get("unique_graphs", 0)), int(counters["frames"].get("total", 0))
+
+
+@pytest.mark.parametrize("target, frames", [("whole", 1), ("blocks", 1)])
+def test_apply_config_compiles_in_place_and_keeps_state_dict_keys(workloads, tmp_path, target, frames):
+    w = load_workload(workloads / "blocks.py")
+    model, inputs = w.make_model().eval(), w.make_inputs()
+    with torch.no_grad():
+        expected = model(*inputs)
+    keys = list(model.state_dict())
+    path = save_tuned_config(TunedConfig(CompileConfig(target=target, backend="eager"),
+                                         tuned_on={"torch": torch.__version__}), tmp_path / "best_config.yaml")
+    applied = tuner.apply_config(model, path)
+    assert applied is model and list(applied.state_dict()) == keys
+    out, graphs, total_frames = _compiled_graphs(applied, inputs)
+    assert graphs >= 1 and total_frames == frames  # blocks: one frame, reused by all three instances
+    torch.testing.assert_close(out, expected)
+
+
+def test_apply_config_compiles_torch_nn_containers_too():
+    # nn.Module.compile() silently compiles nothing for torch.nn classes such as Sequential.
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())
+    tuner.apply_config(model, CompileConfig(backend="eager"))
+    _, graphs, _ = _compiled_graphs(model, (torch.randn(2, 4),))
+    assert graphs == 1
+
+
+def test_stay_eager_leaves_the_model_uncompiled(tmp_path):
+    model = torch.nn.Linear(4, 4)
+    path = save_tuned_config(TunedConfig(CompileConfig(target="none"), verdict="stay_eager"), tmp_path / "b.yaml")
+    assert tuner.apply_config(model, path) is model
+    assert "forward" not in vars(model)
+
+
+def test_target_matching_nothing_is_a_config_error():
+    with pytest.raises(ConfigError, match="target 'encoder.*' matches no module of Linear"):
+        tuner.apply_config(torch.nn.Linear(2, 2), CompileConfig(target="encoder.*", backend="eager"))

@@ -1,0 +1,105 @@
+import optuna
+import pytest
+
+from tuner.config import CompileConfig
+from tuner.errors import SpaceError
+from tuner.space import bundled_spaces, load_space
+
+
+def write(tmp_path, text):
+    path = tmp_path / "space.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_bundled_spaces_are_valid():
+    assert {"default", "quick"} <= set(bundled_spaces())
+    for name in bundled_spaces():
+        assert load_space(name).configs()
+
+
+def test_quick_space_is_a_handful_of_configs():
+    assert 4 <= len(load_space("quick").configs()) <= 8
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("target: [whole]\nbackedn: [inductor]\n", "line 2: `backedn` is not a search-space key"),
+        ("backend: [inductor, indcutor]\n", "line 1: `backend` has unknown backend 'indcutor'"),
+        ("mode: [fast]\n", "line 1: `mode` has unknown mode 'fast'"),
+        ("dynamic: [maybe]\n", "`dynamic` values must be null, true or false"),
+        ("fullgraph: [yes please]\n", "`fullgraph` values must be true or false"),
+        ("options:\n  freezing: [true]\n  not_an_option: [1]\n", "line 3: `options.not_an_option` is not an inductor option"),
+        ("options:\n  freezing: [\"yes\"]\n", "`options.freezing` values must be bool"),
+        ("target: []\n", "`target` has no choices"),
+        ("target: [none]\n", "values must be whole, blocks or a module-name pattern"),
+        ("backend: [inductor\n", "not valid YAML"),
+        ("- just a list\n", "must be a mapping"),
+    ],
+)
+def test_bad_space_files_name_file_key_and_line(tmp_path, text, message):
+    with pytest.raises(SpaceError) as info:
+        load_space(str(write(tmp_path, text)))
+    assert message in str(info.value)
+    assert "space.yaml" in str(info.value)
+
+
+def test_unknown_key_gets_a_did_you_mean_hint(tmp_path):
+    with pytest.raises(SpaceError) as info:
+        load_space(str(write(tmp_path, "backedn: [inductor]\n")))
+    assert info.value.hint == "did you mean `backend`?"
+
+
+def test_unknown_space_name_lists_bundled_ones():
+    with pytest.raises(SpaceError, match="unknown search space 'quik'") as info:
+        load_space("quik")
+    assert "quick" in info.value.hint
+
+
+def test_cuda_only_choices_are_skipped_on_cpu_not_tried():
+    space = load_space("default").restrict(device="cpu", task="infer", has_blocks=True)
+    assert "cudagraphs" not in space.backend
+    assert "reduce-overhead" not in space.mode and "max-autotune" not in space.mode
+    assert "max-autotune-no-cudagraphs" in space.mode
+    assert any("cudagraphs" in s for s in space.skipped)
+
+
+def test_inference_only_options_and_missing_blocks_are_skipped():
+    space = load_space("quick").restrict(device="cpu", task="train", has_blocks=False)
+    assert "freezing" not in space.options
+    assert space.target == ["whole"]
+
+
+def test_mode_and_options_exist_only_under_inductor(tmp_path):
+    space = load_space(str(write(tmp_path, "backend: [inductor, aot_eager]\nmode: [default, max-autotune-no-cudagraphs]\noptions: {freezing: [false, true]}\n")))
+    configs = space.configs()
+    # inductor: 2 modes x 2 freezing; aot_eager: 1 (mode/options do not apply)
+    assert len(configs) == 5
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
+    seen = set()
+    for _ in range(30):
+        trial = study.ask()
+        cfg = space.suggest(trial)
+        if cfg.backend == "aot_eager":
+            assert "mode" not in trial.params and not cfg.options
+        seen.add(cfg.key())
+        study.tell(trial, 1.0)
+    assert seen == {c.key() for c in configs}
+
+
+def test_params_for_reproduces_each_config(tmp_path):
+    space = load_space("quick")
+    study = optuna.create_study()
+    for cfg in space.configs():
+        study.enqueue_trial(space.params_for(cfg))
+        trial = study.ask()
+        assert space.suggest(trial).key() == cfg.key()
+        study.tell(trial, 1.0)
+
+
+def test_default_valued_options_collapse_to_the_same_config():
+    plain = CompileConfig()
+    space = load_space("quick")
+    keys = {c.key() for c in space.configs()}
+    assert plain.key() in keys

@@ -1,0 +1,158 @@
+"""The whole tool from the command line: real trials, a real SQLite Optuna study."""
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import optuna
+import pandas as pd
+import pytest
+import yaml
+
+import tuner
+from tuner.workload import load_workload
+
+from .conftest import ROOT
+
+FAST = ["--measure-seconds", "0.5", "--steps", "1000", "--no-progress"]
+
+
+@pytest.fixture(scope="module")
+def tuned(tmp_path_factory, request):
+    """One small study on the blocks model: eager + plain baselines and 3 search trials."""
+    from .conftest import WORKLOADS, SPACES, run_cli
+
+    out = tmp_path_factory.mktemp("run") / "blocks"
+    proc = run_cli(str(WORKLOADS / "blocks.py"), "--space", str(SPACES / "logic.yaml"), "--trials", "3",
+                   "--out", str(out), *FAST)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return out, proc
+
+
+def measured_rows(out):
+    frame = pd.read_csv(out / "trials.csv")
+    return frame[frame["duplicate_of"].isna()] if "duplicate_of" in frame else frame
+
+
+def test_tune_writes_best_config_and_trials_csv(tuned):
+    out, proc = tuned
+    frame = measured_rows(out)
+    assert list(frame["role"]).count("eager") == 1 and list(frame["role"]).count("plain") == 1
+    search = frame[frame["role"] == "search"]
+    assert len(search) == 3
+    keys = frame["config_label"].tolist()
+    assert len(keys) == len(set(keys)), "no config is measured twice"
+    for column in ("total_time_s", "compile_time_s", "step_time_s", "speedup", "peak_memory_mb", "correct",
+                   "graph_breaks", "recompiles", "failure_category", "state"):
+        assert column in frame.columns
+    best = yaml.safe_load((out / "best_config.yaml").read_text())
+    assert best["verdict"] in ("compile", "stay_eager")
+    assert best["tuned_on"]["torch"] and best["tuned_on"]["device"] == "cpu"
+    assert "verdict:" in proc.stdout and "config" in proc.stdout
+
+
+def test_the_winner_never_loses_to_eager(tuned):
+    out, _ = tuned
+    best = yaml.safe_load((out / "best_config.yaml").read_text())
+    frame = measured_rows(out)
+    eager_total = frame.loc[frame["role"] == "eager", "total_time_s"].item()
+    if best["verdict"] == "compile":
+        assert best["measured"]["total_time_s"] < eager_total
+        assert best["measured"]["speedup_vs_eager"] > 0
+        assert best["measured"]["break_even_steps"] is not None
+    else:
+        ok = frame[(frame["state"] == "COMPLETE") & (frame["role"] != "eager")]
+        assert (ok["total_time_s"] >= eager_total).all()
+
+
+def test_rerunning_the_same_command_continues_without_remeasuring(tuned, tmp_path, cli, workloads, spaces):
+    out = tmp_path / "blocks"
+    shutil.copytree(tuned[0], out)
+    before = measured_rows(out)
+    proc = cli(str(workloads / "blocks.py"), "--space", str(spaces / "logic.yaml"), "--trials", "4", "--out", str(out), *FAST)
+    assert proc.returncode == 0, proc.stderr
+    after = measured_rows(out)
+    assert len(after) == len(before) + 1, "only the one missing search trial is measured"
+    merged = before.merge(after, on="number", suffixes=("_a", "_b"))
+    assert (merged["trial_wall_s_a"] == merged["trial_wall_s_b"]).all(), "finished trials are untouched"
+    assert proc.stdout.count("  eager ") == 0 and proc.stdout.count("  plain ") == 0
+
+
+def test_resuming_with_other_steps_is_refused(tuned, tmp_path, cli, workloads, spaces):
+    out = tmp_path / "blocks"
+    shutil.copytree(tuned[0], out)
+    proc = cli(str(workloads / "blocks.py"), "--space", str(spaces / "logic.yaml"), "--trials", "3", "--out", str(out),
+               "--steps", "5", "--no-progress")
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("error: study 'blocks' was measured with steps=1000, now steps=5")
+
+
+def test_apply_config_reproduces_the_measured_config(tuned, workloads):
+    import torch
+
+    out, _ = tuned
+    w = load_workload(workloads / "blocks.py")
+    model = w.make_model().eval()
+    with torch.no_grad():
+        expected = model(*w.make_inputs())
+    applied = tuner.apply_config(model, out / "best_config.yaml")
+    with torch.no_grad():
+        torch.testing.assert_close(applied(*w.make_inputs()), expected, rtol=1e-4, atol=1e-4)
+
+
+def test_show_prints_the_verdict_of_a_finished_run(tuned, cli):
+    proc = cli("show", str(tuned[0]))
+    assert proc.returncode == 0, proc.stderr
+    assert "verdict:" in proc.stdout and "eager (no compile)" in proc.stdout
+
+
+def test_compile_cost_dominates_short_runs_so_the_verdict_is_stay_eager(tmp_path, cli, workloads, spaces):
+    out = tmp_path / "mlp"
+    proc = cli(str(workloads / "mlp.py"), "--space", str(spaces / "logic.yaml"), "--trials", "1", "--out", str(out),
+               "--measure-seconds", "0.5", "--steps", "1", "--no-progress")
+    assert proc.returncode == 0, proc.stderr
+    best = yaml.safe_load((out / "best_config.yaml").read_text())
+    assert best["verdict"] == "stay_eager" and best["config"]["target"] == "none"
+    assert "stay eager" in proc.stdout
+
+
+def test_failed_trials_are_recorded_and_the_study_goes_on(tmp_path, cli, workloads):
+    space = tmp_path / "space.yaml"
+    space.write_text("backend: [segfault_backend, raising_backend, aot_eager]\n")
+    out = tmp_path / "bad"
+    proc = cli(str(workloads / "bad_backends.py"), "--space", str(space), "--trials", "3", "--out", str(out), *FAST)
+    assert proc.returncode == 0, proc.stderr
+    frame = measured_rows(out)
+    search = frame[frame["role"] == "search"].set_index("backend")
+    assert search.loc["segfault_backend", "failure_category"] == "crashed"
+    assert search.loc["raising_backend", "failure_category"] == "compiler_failure"
+    assert search.loc["aot_eager", "state"] == "COMPLETE"
+    assert "failed:" in proc.stdout and "crashed" in proc.stdout
+
+
+def test_interrupting_and_rerunning_continues_the_study(tmp_path, workloads, spaces):
+    out = tmp_path / "blocks"
+    args = [sys.executable, "-m", "tuner", str(workloads / "blocks.py"), "--space", str(spaces / "logic.yaml"),
+            "--trials", "3", "--out", str(out), *FAST]
+    proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    storage = f"sqlite:///{out / 'study.db'}"
+    deadline = time.time() + 240
+    while time.time() < deadline:
+        time.sleep(1)
+        try:
+            study = optuna.load_study(study_name="blocks", storage=storage)
+        except Exception:
+            continue
+        if len(study.get_trials(deepcopy=False)) >= 3:  # eager, plain, and a search trial running
+            break
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130, stderr
+    assert (out / "best_config.yaml").exists(), "what was measured is written out on interrupt"
+    finished = len(measured_rows(out).query("state == 'COMPLETE'"))
+    again = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stderr
+    frame = measured_rows(out)
+    assert len(frame[(frame["role"] == "search") & (frame["state"] == "COMPLETE")]) == 3
+    assert len(frame.query("state == 'COMPLETE'")) >= finished

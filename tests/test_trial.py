@@ -1,0 +1,67 @@
+"""Real trials in real child processes: an inductor compile, and failures recorded as data."""
+import pytest
+
+from tuner.measure import TrialSpec
+from tuner.trial import run_isolated
+
+
+def spec(workloads, name, **config):
+    return TrialSpec(workload=str(workloads / name), config=config, measure_seconds=0.5, rounds=3, warmup=2)
+
+
+def test_real_inductor_trial_measures_compile_speed_memory_and_correctness(workloads, tmp_path):
+    result = run_isolated(spec(workloads, "blocks.py", target="blocks", backend="inductor"),
+                          timeout=300, work_dir=tmp_path)
+    assert result["status"] == "ok", result.get("failure")
+    assert result["correct"] is True
+    assert result["regions"] == 3
+    assert result["compile_time_s"] > 0.5  # a cold C++ build, not a cache hit
+    assert result["first_call_s"] > result["step_s"] * 10
+    assert result["speedup"] > 0 and len(result["round_ratios"]) == 3
+    assert result["peak_memory_mb"] > 0
+    assert result["graphs"] >= 1 and result["graph_breaks"] == 0
+    assert result["environment"]["threads"] == 1
+    assert not list(tmp_path.glob("inductor-cache-*")), "the trial's private cache is removed"
+
+
+def test_input_schedule_counts_recompiles_and_their_reason(workloads, tmp_path):
+    result = run_isolated(spec(workloads, "mlp.py", backend="aot_eager", dynamic=False), timeout=120, work_dir=tmp_path)
+    assert result["status"] == "ok", result.get("failure")
+    # schedule batch sizes 8, 16, 32, 8 with dynamic=False: two new sizes -> two recompiles
+    assert result["recompiles"] == 2
+    assert "size mismatch at index 0" in result["recompile_details"][0]["reason"]
+    assert result["schedule_len"] == 4
+
+
+def test_dataclass_outputs_and_keyword_inputs_are_checked(workloads, tmp_path):
+    result = run_isolated(spec(workloads, "kwargs_dict_output.py", backend="aot_eager"), timeout=120, work_dir=tmp_path)
+    assert result["status"] == "ok", result.get("failure")
+    assert result["correct"] is True
+
+
+def test_fullgraph_over_a_graph_break_is_recorded_as_a_failure(workloads, tmp_path):
+    result = run_isolated(spec(workloads, "graph_breaks.py", backend="eager", fullgraph=True), timeout=120, work_dir=tmp_path)
+    assert result["status"] == "failed"
+    assert result["failure"]["category"] == "graph_break_fullgraph"
+    assert "fullgraph" in result["failure"]["hint"]
+
+
+def test_segfaulting_trial_is_recorded_as_crashed(workloads, tmp_path):
+    result = run_isolated(spec(workloads, "bad_backends.py", backend="segfault_backend"), timeout=120, work_dir=tmp_path)
+    assert result["status"] == "failed"
+    assert result["failure"]["category"] == "crashed"
+    assert "SIGSEGV" in result["failure"]["raw"] and "compile" in result["failure"]["raw"]
+
+
+def test_hanging_trial_is_killed_and_recorded_as_timeout(workloads, tmp_path):
+    result = run_isolated(spec(workloads, "bad_backends.py", backend="hang_backend"), timeout=15, work_dir=tmp_path)
+    assert result["status"] == "failed"
+    assert result["failure"]["category"] == "timeout"
+    assert "stage: compile" in result["failure"]["raw"]
+    assert result["trial_wall_s"] < 40
+
+
+def test_raising_backend_is_a_compiler_failure(workloads, tmp_path):
+    result = run_isolated(spec(workloads, "bad_backends.py", backend="raising_backend"), timeout=120, work_dir=tmp_path)
+    assert result["failure"]["category"] == "compiler_failure"
+    assert "this backend always fails" in result["failure"]["raw"]

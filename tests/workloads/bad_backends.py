@@ -1,0 +1,36 @@
+"""A clean model plus custom backends that fail for real: crash, hang, raise.
+
+Registering them here makes them valid backend names for a search space (the workload is
+imported before the space is validated, in the parent and in every trial process).
+"""
+import ctypes
+import time
+
+import torch
+from torch import nn
+
+
+@torch._dynamo.register_backend
+def segfault_backend(gm, example_inputs):
+    ctypes.string_at(0)  # reads address 0: SIGSEGV in the trial process
+    return gm
+
+
+@torch._dynamo.register_backend
+def hang_backend(gm, example_inputs):
+    time.sleep(3600)
+    return gm
+
+
+@torch._dynamo.register_backend
+def raising_backend(gm, example_inputs):
+    raise RuntimeError("this backend always fails")
+
+
+def build_model():
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 2))
+
+
+def example_inputs():
+    return (torch.randn(4, 8, generator=torch.Generator().manual_seed(0)),)

@@ -1,0 +1,40 @@
+"""A tiny transformer-like model: repeated Block instances for regional compilation."""
+import torch
+from torch import nn
+
+
+class Block(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.norm = nn.LayerNorm(d)
+        self.ff = nn.Sequential(nn.Linear(d, 2 * d), nn.GELU(), nn.Linear(2 * d, d))
+
+    def forward(self, x):
+        return x + self.ff(self.norm(x))
+
+
+class Net(nn.Module):
+    def __init__(self, d=16, n=3):
+        super().__init__()
+        self.inp = nn.Linear(d, d)
+        self.layers = nn.ModuleList(Block(d) for _ in range(n))
+        self.out = nn.Linear(d, 4)
+
+    def forward(self, x):
+        x = self.inp(x)
+        for layer in self.layers:
+            x = layer(x)
+        return self.out(x)
+
+
+def build_model():
+    torch.manual_seed(0)
+    return Net()
+
+
+def example_inputs():
+    return (torch.randn(4, 16, generator=torch.Generator().manual_seed(0)),)
+
+
+def loss_fn(out, inputs):
+    return out.pow(2).mean()
