@@ -39,8 +39,11 @@ def trials_frame(study) -> pd.DataFrame:
     frame = pd.DataFrame(rows)
     if frame.empty:
         return pd.DataFrame(columns=COLUMNS)
-    ordered = [c for c in COLUMNS if c in frame.columns]
-    return frame[ordered + [c for c in frame.columns if c not in ordered]]
+    # Every documented column is present, even when no trial filled it (e.g. no failures yet).
+    for column in COLUMNS:
+        if column not in frame.columns:
+            frame[column] = None
+    return frame[COLUMNS + [c for c in frame.columns if c not in COLUMNS]]
 
 
 def write_trials_csv(study, path: Path) -> Path:
