@@ -95,7 +95,8 @@ def check_settings(study, settings: StudySettings) -> None:
     stored = study.user_attrs.get("settings")
     current = {k: getattr(settings, k) for k in FIXED_SETTINGS}
     if stored is None:
-        study.set_user_attr("settings", current)
+        study.set_user_attr("settings", {**current, "max_memory_mb": settings.max_memory_mb,
+                                         "space": settings.space_name, "seed": settings.seed})
         return
     for key in FIXED_SETTINGS:
         if key == "workload":
@@ -105,6 +106,16 @@ def check_settings(study, settings: StudySettings) -> None:
                 f"study '{study.study_name}' was measured with {key}={stored.get(key)!r}, now {key}={current[key]!r}",
                 f"use the same --{key.replace('_', '-')}, or a new --out/--study for the new setting",
             )
+
+
+def scoring_from_study(study) -> Scoring | None:
+    """The study's scoring, from its storage alone (None before the eager baseline exists)."""
+    settings = study.user_attrs.get("settings") or {}
+    eager_step = study.user_attrs.get("eager_step_s")
+    if eager_step is None or "steps" not in settings:
+        return None
+    return Scoring(steps=int(settings["steps"]), eager_step_s=float(eager_step),
+                   max_memory_mb=settings.get("max_memory_mb"))
 
 
 def fail_stale_trials(study) -> int:

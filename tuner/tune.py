@@ -140,7 +140,7 @@ def pick_best(study, scoring: Scoring, device: str) -> TunedConfig:
     eager = next(t for t in trials if t.user_attrs.get("role") == ROLE_EAGER)
     plain = next((t for t in trials if t.user_attrs.get("role") == ROLE_PLAIN), None)
     candidates = [t for t in trials if t.user_attrs.get("role") != ROLE_EAGER
-                  and t.user_attrs.get("correct") and not t.user_attrs.get("memory_excess_mb")]
+                  and t.user_attrs.get("correct") and not scoring.over_memory(t.user_attrs)]
     best = min(candidates, key=lambda t: t.value, default=None)
     tuned_on = dict(eager.user_attrs.get("environment") or {})
     tuned_on.update(device=device, date=datetime.date.today().isoformat(), steps=scoring.steps,
