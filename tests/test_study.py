@@ -157,3 +157,36 @@ def test_interrupting_and_rerunning_continues_the_study(tmp_path, workloads, spa
     frame = measured_rows(out)
     assert len(frame[(frame["role"] == "search") & (frame["state"] == "COMPLETE")]) == 3
     assert len(frame.query("state == 'COMPLETE'")) >= finished
+
+
+def test_graph_break_model_is_tuned_with_breaks_counted_and_fullgraph_failing(tmp_path, cli, workloads):
+    space = tmp_path / "space.yaml"
+    space.write_text("backend: [eager, aot_eager]\nfullgraph: [false, true]\n")
+    out = tmp_path / "gb"
+    proc = cli(str(workloads / "graph_breaks.py"), "--space", str(space), "--trials", "4", "--out", str(out), *FAST)
+    assert proc.returncode == 0, proc.stderr
+    frame = measured_rows(out)
+    search = frame[frame["role"] == "search"]
+    full = search[search["fullgraph"] == True]  # noqa: E712
+    assert len(full) == 2 and (full["failure_category"] == "graph_break_fullgraph").all()
+    ok = search[search["state"] == "COMPLETE"]
+    assert len(ok) == 2 and (ok["graph_breaks"] == 3).all()
+    assert yaml.safe_load((out / "best_config.yaml").read_text())["verdict"] in ("compile", "stay_eager")
+    # the model check before the search, and the per-model list after it, name each user line
+    assert "model check: graph_breaks" in proc.stdout and "numpy at graph_breaks.py:20" in proc.stdout
+    summary = proc.stdout.split("graph breaks (3 distinct")[1]
+    for line in ("graph_breaks.py:19", "graph_breaks.py:21", "graph_breaks.py:23"):
+        assert line in summary
+    assert "fix: branch on tensor values with torch.where" in summary
+
+
+def test_trace_keeps_each_trials_structured_compile_trace(tmp_path, cli, workloads, spaces):
+    out = tmp_path / "mlp"
+    proc = cli(str(workloads / "mlp.py"), "--space", str(spaces / "logic.yaml"), "--trials", "1", "--out", str(out),
+               "--trace", "--no-check", *FAST)
+    assert proc.returncode == 0, proc.stderr
+    frame = measured_rows(out)
+    traced = frame[frame["role"] != "eager"]
+    for path in traced["trace_dir"]:
+        logs = list((out / "traces").glob(f"{path.split('/')[-1]}/*.log"))
+        assert logs and logs[0].stat().st_size > 0

@@ -1,6 +1,7 @@
 """``compile-tune``: argument parsing, printing, and mapping errors to exit codes.
 
     compile-tune MODEL.py [options]     tune (or resume) and write results/<model>/
+    compile-tune check MODEL.py         graph breaks, numpy, recompiles: what to know before tuning
     compile-tune show DIR               print the verdict and the top trials of a finished run
 
 Exit codes: 0 success, 2 bad input (one ``error:`` line and a ``hint:``), 130 interrupted.
@@ -16,7 +17,7 @@ import warnings
 from . import __version__
 from .errors import TunerError
 
-SUBCOMMANDS = ("show",)
+SUBCOMMANDS = ("show", "check")
 
 
 def _tune_parser() -> argparse.ArgumentParser:
@@ -44,6 +45,12 @@ def _tune_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-memory", dest="max_memory_mb", type=float, default=None,
                    help="peak memory bound in MB; configs above it are never chosen")
     p.add_argument("--measure-seconds", type=float, default=6.0, help="timing budget per trial [6]")
+    p.add_argument("--trace", action="store_true",
+                   help="keep each trial's structured compile trace (TORCH_TRACE) in OUT/traces/ for tlparse")
+    p.add_argument("--trial-memory-limit", dest="trial_memory_limit_mb", type=float, default=None,
+                   help="hard cap in MB on each trial's data memory; allocations beyond it fail the trial")
+    p.add_argument("--no-check", dest="check", action="store_false",
+                   help="skip the quick model check before the search")
     p.add_argument("--resume", action="store_true",
                    help="continue the study in OUT (the default when it exists; kept for clarity)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -58,6 +65,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if argv and argv[0] == "show":
             return _show(argv[1:])
+        if argv and argv[0] == "check":
+            return _check(argv[1:])
         return _tune(argv)
     except TunerError as exc:
         if verbose:
@@ -83,10 +92,30 @@ def _tune(argv: list[str]) -> int:
     print()
     print(result.summary)
     print()
+    print(_diagnostics_text(result.run.study))
+    print()
     print(_verdict_text(result.tuned.to_dict(), result.out_dir))
     for note in result.run.notes:
         print(f"note: {note}")
     return 130 if result.run.interrupted else 0
+
+
+def _diagnostics_text(study) -> str:
+    from .diagnose import format_breaks, unique_breaks
+
+    attrs = [dict(t.user_attrs, number=t.number) for t in study.get_trials(deepcopy=False)]
+    lines = [format_breaks(unique_breaks(attrs))]
+    by_dynamic: dict[str, list[int]] = {}
+    for a in attrs:
+        if a.get("duplicate_of") is None and a.get("recompiles") is not None and a.get("role") != "eager":
+            by_dynamic.setdefault(str((a.get("config") or {}).get("dynamic")).lower(), []).append(int(a["recompiles"]))
+    if any(sum(v) for v in by_dynamic.values()):
+        parts = [f"dynamic={k}: {max(v)} max" for k, v in sorted(by_dynamic.items())]
+        lines.append("recompiles per trial by setting: " + ", ".join(parts))
+    if any(a.get("recompile_limit_hit") for a in attrs):
+        hit = [a.get("config_label") for a in attrs if a.get("recompile_limit_hit") and a.get("duplicate_of") is None]
+        lines.append(f"recompile limit hit (later shapes ran eagerly) in: {', '.join(map(str, hit))}")
+    return "\n".join(lines)
 
 
 def _verdict_text(tuned: dict, out_dir) -> str:
@@ -111,6 +140,28 @@ def _verdict_text(tuned: dict, out_dir) -> str:
         f"  use it: model = tuner.apply_config(model, \"{path}\")",
     ]
     return "\n".join(lines)
+
+
+def _check(argv: list[str]) -> int:
+    import tempfile
+    from pathlib import Path
+
+    from .check import format_check
+    from .tune import check_model
+    from .workload import load_workload, validate_workload
+
+    p = argparse.ArgumentParser(prog="compile-tune check",
+                                description="Trace the model once (seconds) and say what to know before tuning.")
+    p.add_argument("workload", metavar="MODEL.py")
+    p.add_argument("--task", choices=("infer", "train"), default="infer")
+    p.add_argument("--verbose", action="store_true")
+    args = p.parse_args(argv)
+    workload = load_workload(args.workload)
+    validate_workload(workload, args.task)
+    with tempfile.TemporaryDirectory(prefix="compile-tune-check-") as tmp:
+        found = check_model(str(workload.path), args.task, Path(tmp))
+    print(format_check(found, workload.name))
+    return 0
 
 
 def _show(argv: list[str]) -> int:

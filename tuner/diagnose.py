@@ -99,7 +99,9 @@ def classify_exception(exc: BaseException) -> Failure:
     message = str(exc)
     if "FailOnRecompileLimitHit" in mro:
         return failure("recompile_limit", text)
-    if "OutOfMemoryError" in mro or "out of memory" in message.lower() or isinstance(exc, MemoryError):
+    lowered = message.lower()
+    if ("OutOfMemoryError" in mro or isinstance(exc, MemoryError) or "out of memory" in lowered
+            or "can't allocate memory" in lowered or "cannot allocate memory" in lowered):
         return failure("out_of_memory", text)
     if "InvalidBackend" in mro:
         return failure("backend_unavailable", text)
@@ -222,3 +224,34 @@ def _source_line(file: str, line: int) -> str:
         return Path(file).read_text().splitlines()[line - 1].strip()
     except (OSError, IndexError, UnicodeDecodeError):
         return ""
+
+
+# --------------------------------------------------------------------------- per-model summaries
+
+
+def unique_breaks(trial_attrs: list[dict]) -> list[dict]:
+    """Each distinct graph break once per model, most costly first.
+
+    Cost: how many measured trials hit it (each break splits those trials' graphs), then how
+    often it fired. Each entry keeps the user line, the reason, the hint and the trials.
+    """
+    merged: dict[tuple, dict] = {}
+    for attrs in trial_attrs:
+        if attrs.get("duplicate_of") is not None:
+            continue
+        for b in attrs.get("graph_break_details") or []:
+            key = (b["file"], b["line"], b["reason"])
+            entry = merged.setdefault(key, {**b, "trials": [], "where": f"{Path(b['file']).name}:{b['line']}"})
+            entry["trials"].append(attrs.get("number"))
+    return sorted(merged.values(), key=lambda e: (-len(e["trials"]), e["file"], e["line"]))
+
+
+def format_breaks(breaks: list[dict], limit: int = 10) -> str:
+    if not breaks:
+        return "graph breaks: none in any trial"
+    lines = [f"graph breaks ({len(breaks)} distinct, most trials first):"]
+    for b in breaks[:limit]:
+        lines.append(f"  {b['where']}  {b['code']}   [{len(b['trials'])} trial(s)]")
+        lines.append(f"    why: {b['reason'][:160]}")
+        lines.append(f"    fix: {b['hint']}")
+    return "\n".join(lines)

@@ -48,6 +48,11 @@ class TrialSpec:
     measure_seconds: float = 6.0
     tolerance: float | None = None
     run_schedule: bool = True
+    mode: str = "trial"
+    """``trial`` measures a config; ``check`` runs the quick model check (tuner/check.py)."""
+    memory_limit_mb: float | None = None
+    """A hard cap on the process's data memory: allocations beyond it fail instead of
+    dragging the whole machine into the out-of-memory killer."""
 
 
 class Recorder:
@@ -466,6 +471,17 @@ def _cpu_name() -> str:
     return platform.processor() or "cpu"
 
 
+def _limit_memory(limit_mb: float | None) -> None:
+    if not limit_mb:
+        return
+    import resource
+
+    # RLIMIT_DATA covers heap and private anonymous mappings (where tensors live) but not the
+    # shared libraries torch maps, so it bounds what the model allocates.
+    limit = int(limit_mb * 2**20)
+    resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
+
+
 def main(argv: list[str]) -> int:
     spec_path, out_path = Path(argv[0]), Path(argv[1])
     spec = TrialSpec(**json.loads(spec_path.read_text()))
@@ -475,8 +491,14 @@ def main(argv: list[str]) -> int:
         import torch
 
         torch.set_num_threads(spec.threads)
+        _limit_memory(spec.memory_limit_mb)
         rec.update(environment=_environment(spec.device))
-        run_trial(spec, rec)
+        if spec.mode == "check":
+            from .check import run_check
+
+            rec.update(check=run_check(load_workload(spec.workload), spec.task), status="ok", stage="done")
+        else:
+            run_trial(spec, rec)
     except BaseException as exc:  # the trial's failure is data for the parent
         fail = classify_exception(exc)
         rec.data["traceback"] = traceback.format_exc()[-4000:]

@@ -16,7 +16,7 @@ COLUMNS = [
     "total_time_s", "compile_time_s", "step_time_s", "speedup", "step_spread", "peak_memory_mb",
     "eager_peak_memory_mb", "correct", "graphs", "graph_breaks", "recompiles", "recompile_time_s",
     "failure_category", "failure_explanation", "failure_hint", "failure_raw", "duplicate_of", "interrupted",
-    "regions", "step_s", "eager_step_s", "first_call_s", "trial_wall_s",
+    "regions", "step_s", "eager_step_s", "first_call_s", "trial_wall_s", "trace_dir",
 ]
 _DETAIL_COLUMNS = ("graph_break_details", "recompile_details", "round_ratios", "region_names", "environment",
                    "config", "log_tail", "correctness_error")

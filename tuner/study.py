@@ -30,6 +30,7 @@ MEASUREMENT_ATTRS = (
     "graph_breaks", "graph_break_events", "graph_break_details", "recompiles", "recompile_details",
     "recompile_limit_hit", "recompile_time_s", "schedule_len", "schedule_step_s",
     "schedule_eager_step_s", "regions", "region_names", "trial_wall_s", "child_wall_s", "environment",
+    "trace_dir",
 )
 #: Settings that must not change when a study is resumed: they change what a score means.
 FIXED_SETTINGS = ("steps", "task", "device", "threads", "workload")
@@ -51,6 +52,8 @@ class StudySettings:
     measure_seconds: float = 6.0
     rounds: int = 5
     space_name: str = ""
+    trace_dir: str | None = None
+    memory_limit_mb: float | None = None
 
 
 @dataclass
@@ -177,13 +180,22 @@ class Tuner:
 
     # -- measuring
 
-    def measure(self, config: CompileConfig) -> dict:
+    def measure(self, config: CompileConfig, label: str) -> dict:
         s = self.settings
         spec = TrialSpec(
             workload=str(Path(s.workload).resolve()), config=config.to_dict(), task=s.task, device=s.device,
             threads=s.threads, seed=s.seed, measure_seconds=s.measure_seconds, rounds=s.rounds,
+            memory_limit_mb=s.memory_limit_mb,
         )
-        return run_isolated(spec, timeout=s.trial_timeout, work_dir=self.work_dir)
+        env = {}
+        if s.trace_dir and config.compiles:
+            # TORCH_TRACE: the structured compile trace that PyTorch's tlparse renders.
+            trace = Path(s.trace_dir) / label
+            env["TORCH_TRACE"] = str(trace.resolve())
+        result = run_isolated(spec, timeout=s.trial_timeout, work_dir=self.work_dir, env_extra=env)
+        if env:
+            result["trace_dir"] = env["TORCH_TRACE"]
+        return result
 
     def baselines(self) -> Scoring:
         """Eager and plain ``torch.compile(model)`` are always measured first, once."""
@@ -193,7 +205,7 @@ class Tuner:
         done = {t.user_attrs.get("role"): t for t in self.study.get_trials(deepcopy=False)
                 if t.state in (TrialState.COMPLETE, TrialState.FAIL) and not t.user_attrs.get("interrupted")}
         if ROLE_EAGER not in done or done[ROLE_EAGER].state != TrialState.COMPLETE:
-            result = self.measure(EAGER)
+            result = self.measure(EAGER, "eager")
             if result.get("status") != "ok":
                 fail = result.get("failure") or {}
                 raise StudyError(
@@ -209,7 +221,7 @@ class Tuner:
             self.on_trial(attrs)
         scoring = self._scoring(float(self.study.user_attrs["eager_step_s"]))
         if ROLE_PLAIN not in done:
-            result = self.measure(PLAIN_COMPILE)
+            result = self.measure(PLAIN_COMPILE, "plain")
             attrs = trial_attrs(PLAIN_COMPILE, ROLE_PLAIN, result, scoring)
             if attrs["status"] == "ok":
                 self.study.add_trial(optuna.trial.create_trial(
@@ -273,7 +285,7 @@ class Tuner:
                 continue
             streak = 0
             try:
-                result = self.measure(config)
+                result = self.measure(config, f"trial-{trial.number}")
             except KeyboardInterrupt:
                 trial.set_user_attr("interrupted", True)
                 self.study.tell(trial, state=TrialState.FAIL)

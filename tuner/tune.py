@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .check import format_check
 from .config import EAGER, CompileConfig, TunedConfig, save_tuned_config
 from .errors import TunerError
 from .report import summary_table, trials_frame, write_trials_csv
@@ -43,6 +44,9 @@ class TuneOptions:
     measure_seconds: float = 6.0
     rounds: int = 5
     progress: bool = True
+    trace: bool = False
+    trial_memory_limit_mb: float | None = None
+    check: bool = True
     argv: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -93,6 +97,7 @@ def tune(opts: TuneOptions, log=print) -> TuneResult:
         workload=str(workload.path), task=opts.task, device=device, threads=threads, steps=opts.steps,
         trials=opts.trials, seed=opts.seed, trial_timeout=opts.trial_timeout, max_memory_mb=opts.max_memory_mb,
         measure_seconds=opts.measure_seconds, rounds=opts.rounds, space_name=opts.space,
+        trace_dir=str(out_dir / "traces") if opts.trace else None, memory_limit_mb=opts.trial_memory_limit_mb,
     )
     study = open_study(storage, opts.study_name or workload.name, opts.seed)
     check_settings(study, settings)
@@ -106,6 +111,12 @@ def tune(opts: TuneOptions, log=print) -> TuneResult:
     sys.stdout.flush()
     if stale:
         log(f"  resumed: {stale} interrupted trial(s) will be measured again")
+
+    if opts.check:
+        found = check_model(str(workload.path), opts.task, out_dir / "work", device, threads)
+        log(format_check(found, workload.name))
+        study.set_user_attr("model_check", found)
+        sys.stdout.flush()
 
     progress = _Progress(opts.trials, enabled=opts.progress, log=log)
     tuner = Tuner(study, space, settings, out_dir / "work", on_trial=progress.update)
@@ -129,6 +140,22 @@ def tune(opts: TuneOptions, log=print) -> TuneResult:
     if run.interrupted:
         run.notes.append("interrupted: run the same command again to continue the study")
     return TuneResult(out_dir=out_dir, tuned=tuned, run=run, summary=summary)
+
+
+def check_model(workload_path: str, task: str, work_dir: Path, device: str = "cpu", threads: int = 1,
+                timeout: float = 600.0) -> dict:
+    """Run the quick model check (tuner/check.py) in its own process."""
+    from .measure import TrialSpec
+    from .trial import run_isolated
+
+    spec = TrialSpec(workload=str(Path(workload_path).resolve()), config={}, task=task, device=device,
+                     threads=threads, mode="check")
+    result = run_isolated(spec, timeout=timeout, work_dir=work_dir)
+    if result.get("status") != "ok":
+        fail = result.get("failure") or {}
+        return {"graph_breaks": [], "trace_error": f"the check itself failed: {fail.get('category')}: "
+                f"{(fail.get('raw') or '')[:200]}", "fullgraph_possible": False, "seconds": result.get("trial_wall_s", 0)}
+    return result["check"]
 
 
 def pick_best(study, scoring: Scoring, device: str) -> TunedConfig:

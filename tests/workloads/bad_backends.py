@@ -27,6 +27,24 @@ def raising_backend(gm, example_inputs):
     raise RuntimeError("this backend always fails")
 
 
+@torch._dynamo.register_backend
+def wrong_backend(gm, example_inputs):
+    """Runs the graph, then corrupts every floating output: a miscompile, for real."""
+    def run(*args):
+        outs = gm(*args)
+        return type(outs)(o + 1 if isinstance(o, torch.Tensor) and o.is_floating_point() else o for o in outs)
+    return run
+
+
+@torch._dynamo.register_backend
+def hog_backend(gm, example_inputs):
+    """Every call allocates 16 GiB: over any sane --trial-memory-limit."""
+    def run(*args):
+        torch.ones(4 * 2**30, dtype=torch.float32)
+        return gm(*args)
+    return run
+
+
 def build_model():
     torch.manual_seed(0)
     return nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 2))

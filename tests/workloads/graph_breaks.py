@@ -1,7 +1,11 @@
-"""A forward with the classic graph-break sources: a print, numpy, a data-dependent branch, .item()."""
+"""A forward with the classic graph-break sources: a logging call, numpy, a data-dependent branch, .item()."""
+import logging
+
 import numpy as np
 import torch
 from torch import nn
+
+log = logging.getLogger(__name__)
 
 
 class Net(nn.Module):
@@ -12,7 +16,7 @@ class Net(nn.Module):
 
     def forward(self, x):
         h = self.a(x)
-        print("forward called")
+        log.info("forward called on %s", tuple(x.shape))
         h = h + torch.from_numpy(np.tanh(h.detach().numpy()))
         if h.sum() > 0:
             h = h * 0.5
@@ -27,3 +31,8 @@ def build_model():
 
 def example_inputs():
     return (torch.randn(4, 8, generator=torch.Generator().manual_seed(0)),)
+
+
+def input_schedule():
+    g = torch.Generator().manual_seed(1)
+    return [(torch.randn(b, 8, generator=g),) for b in (4, 8, 16, 4)]

@@ -1,0 +1,145 @@
+"""``compile-tune check``: what a user should know before tuning, in seconds.
+
+Traces the model with Dynamo only (``backend="eager"``: no code generation, so it is quick) and
+reports graph breaks with their user source lines, numpy code that Dynamo traces (found by a
+second trace with numpy tracing off), data-dependent Python, whether ``fullgraph=True`` can
+work, and the recompiles each ``dynamic`` setting causes over the input schedule. Runs in its
+own process like a trial, so its Dynamo state is never shared with anything else.
+"""
+from __future__ import annotations
+
+import copy
+from dataclasses import asdict
+from typing import Any
+
+from .diagnose import DynamoLogCapture
+
+DYNAMIC_SETTINGS = (None, False, True)
+
+
+def _trace(model, inputs_list, *, dynamic=None, trace_numpy=True, train=False) -> dict[str, Any]:
+    import torch
+    from torch._dynamo.utils import counters
+
+    from .workload import call_model
+
+    torch._dynamo.reset()
+    counters.clear()
+    m = copy.deepcopy(model)
+    compiled = torch.compile(m.forward, backend="eager", dynamic=dynamic)
+    error = None
+    with torch._dynamo.config.patch(trace_numpy=trace_numpy), DynamoLogCapture() as logs:
+        ctx = torch.enable_grad() if train else torch.no_grad()
+        with ctx:
+            for inputs in inputs_list:
+                try:
+                    call_model(_Forward(compiled), inputs)
+                except Exception as exc:  # reported, not fatal: the check is advice
+                    error = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
+                    break
+    return {
+        "breaks": [asdict(b) for b in logs.breaks.values()],
+        "recompiles": logs.recompiles,
+        "recompile_limit_hit": logs.recompile_limit_hit,
+        "graphs": int(counters["stats"].get("unique_graphs", 0)),
+        "error": error,
+    }
+
+
+class _Forward:
+    """Lets ``call_model`` call a compiled bound ``forward`` like a module."""
+
+    def __init__(self, fn) -> None:
+        self.fn = fn
+
+    def __call__(self, *args, **kwargs):
+        return self.fn(*args, **kwargs)
+
+
+def run_check(workload, task: str = "infer") -> dict[str, Any]:
+    """The check's findings as a JSON-able dict (see :func:`format_check`)."""
+    import time
+
+    start = time.perf_counter()
+    model = workload.make_model()
+    model.train() if task == "train" else model.eval()
+    inputs = workload.make_inputs()
+    schedule = workload.make_schedule()
+    train = task == "train"
+
+    default = _trace(model, [inputs], train=train)
+    without_numpy = _trace(model, [inputs], trace_numpy=False, train=train)
+    known = {(b["file"], b["line"]) for b in default["breaks"]}
+    numpy_lines = sorted({(b["file"], b["line"], b["code"]) for b in without_numpy["breaks"]
+                          if (b["file"], b["line"]) not in known and "numpy" in b["reason"].lower()})
+    data_dependent = [b for b in default["breaks"] if "Data-dependent" in b["reason"] or ".item()" in b["reason"]]
+    result: dict[str, Any] = {
+        "graph_breaks": default["breaks"],
+        "graphs": default["graphs"],
+        "trace_error": default["error"],
+        "numpy": [{"file": f, "line": l, "code": c} for f, l, c in numpy_lines],
+        "data_dependent": data_dependent,
+        "fullgraph_possible": not default["breaks"] and default["error"] is None,
+        "schedule": None,
+    }
+    if schedule:
+        per_dynamic = {}
+        for dynamic in DYNAMIC_SETTINGS:
+            traced = _trace(model, schedule, dynamic=dynamic, train=train)
+            per_dynamic[str(dynamic).lower() if dynamic is not None else "null"] = {
+                "recompiles": len(traced["recompiles"]),
+                "graphs": traced["graphs"],
+                "recompile_limit_hit": traced["recompile_limit_hit"],
+                "reasons": sorted({r["reason"] for r in traced["recompiles"]})[:5],
+                "error": traced["error"],
+            }
+        result["schedule"] = {"length": len(schedule), "dynamic": per_dynamic,
+                              "recommended_dynamic": _recommend(per_dynamic)}
+    result["seconds"] = time.perf_counter() - start
+    return result
+
+
+def _recommend(per_dynamic: dict[str, dict]) -> str:
+    """Fewest recompiles wins; ties go to the default (null), then static (false)."""
+    order = ["null", "false", "true"]
+    ok = [k for k in order if not per_dynamic[k]["error"] and not per_dynamic[k]["recompile_limit_hit"]]
+    if not ok:
+        return "true"
+    return min(ok, key=lambda k: (per_dynamic[k]["recompiles"], order.index(k)))
+
+
+def format_check(found: dict[str, Any], name: str) -> str:
+    """The check as a person reads it in a terminal."""
+    lines = [f"model check: {name} ({found.get('seconds', 0):.1f} s)"]
+    breaks = found.get("graph_breaks") or []
+    if found.get("trace_error"):
+        lines.append(f"  tracing failed: {found['trace_error']}")
+    if breaks:
+        lines.append(f"  {len(breaks)} graph break(s): the model is split into {found.get('graphs')} graphs")
+        for b in breaks:
+            lines.append(f"    {_where(b)}  {b['code']}")
+            lines.append(f"      why: {b['reason'][:160]}")
+            lines.append(f"      fix: {b['hint']}")
+    else:
+        lines.append("  no graph breaks: the whole forward is one graph")
+    for n in found.get("numpy") or []:
+        lines.append(f"  numpy at {_where(n)}  {n['code']}")
+        lines.append("      Dynamo traces it as torch ops (fine on CPU); torch ops are clearer and run on any device")
+    lines.append("  fullgraph=True: " + ("can work" if found.get("fullgraph_possible")
+                                         else "will fail until the breaks above are removed"))
+    sched = found.get("schedule")
+    if sched:
+        lines.append(f"  input schedule ({sched['length']} inputs): recompiles by `dynamic` setting:")
+        for key, v in sched["dynamic"].items():
+            extra = " (hit the recompile limit: later shapes run eagerly)" if v["recompile_limit_hit"] else ""
+            extra += f" error: {v['error']}" if v["error"] else ""
+            reason = f"  e.g. {v['reasons'][0]}" if v["reasons"] else ""
+            lines.append(f"    dynamic={key:5s} {v['recompiles']} recompile(s), {v['graphs']} graph(s){extra}{reason}")
+        lines.append(f"    this workload needs dynamic={sched['recommended_dynamic']}")
+    return "\n".join(lines)
+
+
+def _where(item: dict) -> str:
+    from pathlib import Path
+
+    return f"{Path(item['file']).name}:{item['line']}"
