@@ -8,8 +8,16 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from .config import CompileConfig, TunedConfig, apply_config, find_block_classes, load_config, load_tuned_config
+from .config import (CompileConfig, TunedConfig, apply_config, find_block_classes, load_config, load_tuned_config,
+                     optimizer_step)
 from .errors import ConfigError, SpaceError, StudyError, TunerError, WorkloadError
+
+
+def check_threads(*args, **kwargs):
+    """Call a config from several threads at once; see :func:`tuner.threads.check_threads`."""
+    from .threads import check_threads as _check_threads
+
+    return _check_threads(*args, **kwargs)
 
 
 def tune(*args, **kwargs):
@@ -21,5 +29,5 @@ def tune(*args, **kwargs):
 
 __all__ = [
     "CompileConfig", "TunedConfig", "apply_config", "find_block_classes", "load_config", "load_tuned_config",
-    "tune", "TunerError", "WorkloadError", "SpaceError", "ConfigError", "StudyError", "__version__",
+    "tune", "check_threads", "optimizer_step", "TunerError", "WorkloadError", "SpaceError", "ConfigError", "StudyError", "__version__",
 ]

@@ -49,6 +49,10 @@ def _tune_parser() -> argparse.ArgumentParser:
                    help="keep each trial's structured compile trace (TORCH_TRACE) in OUT/traces/ for tlparse")
     p.add_argument("--trial-memory-limit", dest="trial_memory_limit_mb", type=float, default=None,
                    help="hard cap in MB on each trial's data memory; allocations beyond it fail the trial")
+    p.add_argument("--no-warm-start", dest="warm_start", action="store_false",
+                   help="do not save the best config's compile cache beside best_config.yaml")
+    p.add_argument("--check-threads", type=int, default=None, metavar="N",
+                   help="after tuning, call the chosen config from N threads at once and compare with eager")
     p.add_argument("--no-check", dest="check", action="store_false",
                    help="skip the quick model check before the search")
     p.add_argument("--resume", action="store_true",
@@ -108,7 +112,8 @@ def _diagnostics_text(study) -> str:
     by_dynamic: dict[str, list[int]] = {}
     for a in attrs:
         if a.get("duplicate_of") is None and a.get("recompiles") is not None and a.get("role") != "eager":
-            by_dynamic.setdefault(str((a.get("config") or {}).get("dynamic")).lower(), []).append(int(a["recompiles"]))
+            dyn = (a.get("config") or {}).get("dynamic")
+            by_dynamic.setdefault("null" if dyn is None else str(dyn).lower(), []).append(int(a["recompiles"]))
     if any(sum(v) for v in by_dynamic.values()):
         parts = [f"dynamic={k}: {max(v)} max" for k, v in sorted(by_dynamic.items())]
         lines.append("recompiles per trial by setting: " + ", ".join(parts))
@@ -124,8 +129,13 @@ def _verdict_text(tuned: dict, out_dir) -> str:
     if tuned.get("verdict") == "stay_eager":
         best = m.get("best_compiled")
         extra = f" (best compiled: {best}, {m.get('best_compiled_total_time_s'):.1f} s)" if best else ""
-        return (f"verdict: stay eager: no config beat eager's {m.get('total_time_s', 0):.1f} s "
+        text = (f"verdict: stay eager: no config beat eager's {m.get('total_time_s', 0):.1f} s "
                 f"over the scored steps{extra}.\n  {path} says so; apply_config leaves the model uncompiled.")
+        if tuned.get("thread_check"):
+            from .threads import format_thread_check
+
+            text += "\n" + format_thread_check(tuned["thread_check"])
+        return text
     cfg = tuned["config"]
     vs_plain = m.get("speedup_vs_plain_compile")
     label = "/".join(str(cfg[k]) for k in ("target", "backend") if cfg.get(k)) + (
@@ -137,9 +147,19 @@ def _verdict_text(tuned: dict, out_dir) -> str:
         + (f", {vs_plain:.2f}x vs plain torch.compile" if vs_plain else "")
         + f"; compile {m['compile_time_s']:.1f} s, pays off after {m['break_even_steps']} steps",
         f"  total {m['total_time_s']:.1f} s vs eager {m['eager_total_time_s']:.1f} s",
-        f"  use it: model = tuner.apply_config(model, \"{path}\")",
     ]
-    return "\n".join(lines)
+    if m.get("warm_start_s") is not None:
+        lines.append(f"  start: first step {m['cold_start_s']:.1f} s cold, {m['warm_start_s']:.1f} s warm with the "
+                     f"compile cache saved beside the config ({m.get('compile_cache_mb', 0):.1f} MB)")
+    elif m.get("warm_start_error"):
+        lines.append(f"  warm start not available: {m['warm_start_error'][:120]}")
+    lines.append(f"  use it: model = tuner.apply_config(model, \"{path}\")")
+    text = "\n".join(lines)
+    if tuned.get("thread_check"):
+        from .threads import format_thread_check
+
+        text += "\n" + format_thread_check(tuned["thread_check"])
+    return text
 
 
 def _check(argv: list[str]) -> int:

@@ -50,6 +50,8 @@ class CompileConfig:
     """Fail instead of graph-breaking."""
     options: Mapping[str, Any] = field(default_factory=dict)
     """Inductor config overrides, e.g. ``{"freezing": True}``."""
+    compile_optimizer: bool = False
+    """Training only: also compile the optimizer step (see :func:`optimizer_step`)."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.target, str) or not self.target:
@@ -62,6 +64,8 @@ class CompileConfig:
             raise ConfigError(f"`dynamic` must be true, false or null, got {self.dynamic!r}")
         if not isinstance(self.fullgraph, bool):
             raise ConfigError(f"`fullgraph` must be true or false, got {self.fullgraph!r}")
+        if not isinstance(self.compile_optimizer, bool):
+            raise ConfigError(f"`compile_optimizer` must be true or false, got {self.compile_optimizer!r}")
         if not isinstance(self.options, Mapping):
             raise ConfigError(f"`options` must be a mapping, got {type(self.options).__name__}")
         # Freeze the mapping so the dataclass stays hashable-by-key and safe to share.
@@ -79,6 +83,7 @@ class CompileConfig:
             "dynamic": self.dynamic,
             "fullgraph": self.fullgraph,
             "options": dict(self.options),
+            "compile_optimizer": self.compile_optimizer,
         }
 
     @classmethod
@@ -99,6 +104,8 @@ class CompileConfig:
         if not self.compiles:
             return NO_COMPILE
         d = self.to_dict()
+        if not self.compile_optimizer:
+            del d["compile_optimizer"]  # keeps keys of configs from before this field stable
         if self.backend not in BACKENDS_WITH_MODES:
             # Other backends ignore mode and options (torch logs and drops them).
             d["mode"], d["options"] = None, {}
@@ -120,6 +127,8 @@ class CompileConfig:
             label += " fullgraph"
         for k, v in self.options.items():
             label += f" {k}={v}"
+        if self.compile_optimizer:
+            label += " +optimizer"
         return label
 
     def compile_kwargs(self) -> dict[str, Any]:
@@ -197,12 +206,14 @@ def target_modules(model, target: str) -> list[tuple[str, Any]]:
     return chosen
 
 
-def apply_config(model, config: "CompileConfig | str | Path | Mapping[str, Any]"):
+def apply_config(model, config: "CompileConfig | str | Path | Mapping[str, Any]", *, warm_start: bool = True):
     """Return the model to use under ``config`` (compiled in place; same object, same
     ``state_dict`` keys, so optimizers and checkpoints keep working).
 
     ``config`` is a :class:`CompileConfig`, a mapping, or a path to a ``best_config.yaml``.
-    A "stay eager" verdict returns the model untouched.
+    A "stay eager" verdict returns the model untouched. Given a path, the compile cache saved
+    beside it (``compile_cache/``) is loaded first, so the first call starts warm
+    (``warm_start=False`` skips it).
 
     Example:
         >>> model = tuner.apply_config(model, "results/mlp/best_config.yaml")  # doctest: +SKIP
@@ -210,6 +221,10 @@ def apply_config(model, config: "CompileConfig | str | Path | Mapping[str, Any]"
     cfg = _coerce_config(config)
     if not cfg.compiles:
         return model
+    if warm_start and isinstance(config, (str, Path)):
+        from .warmstart import load_warm_start
+
+        load_warm_start(Path(config), dict(load_tuned_config(config).tuned_on))
     regions = target_modules(model, cfg.target)
     if not regions:
         hint = (
@@ -236,6 +251,31 @@ def compile_in_place(module, kwargs: dict[str, Any]) -> None:
     module.forward = torch.compile(module.forward, **kwargs)
 
 
+def optimizer_step(optimizer, config: "CompileConfig | str | Path | Mapping[str, Any]"):
+    """The function to call for an optimizer step under ``config``: ``optimizer.step`` itself,
+    or a compiled step when the config says ``compile_optimizer: true``.
+
+    The optimizer's own code calls ``torch._dynamo.graph_break()`` on purpose, so the step is
+    never compiled with ``fullgraph=True``.
+
+    Example:
+        >>> step = tuner.optimizer_step(optimizer, "results/m/best_config.yaml")  # doctest: +SKIP
+        >>> loss.backward(); step(); optimizer.zero_grad()  # doctest: +SKIP
+    """
+    cfg = _coerce_config(config)
+    if not (cfg.compiles and cfg.compile_optimizer):
+        return optimizer.step
+    import torch
+
+    kwargs = {**cfg.compile_kwargs(), "fullgraph": False}
+
+    @torch.compile(**kwargs)
+    def step():
+        optimizer.step()
+
+    return step
+
+
 def _coerce_config(config) -> CompileConfig:
     if isinstance(config, CompileConfig):
         return config
@@ -257,14 +297,18 @@ class TunedConfig:
     verdict: Verdict = "compile"
     measured: Mapping[str, Any] = field(default_factory=dict)
     tuned_on: Mapping[str, Any] = field(default_factory=dict)
+    thread_check: Mapping[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        data = {
             "verdict": self.verdict,
             "config": self.config.to_dict(),
             "measured": dict(self.measured),
             "tuned_on": dict(self.tuned_on),
         }
+        if self.thread_check is not None:
+            data["thread_check"] = dict(self.thread_check)
+        return data
 
 
 def save_tuned_config(tuned: TunedConfig, path: str | Path) -> Path:
@@ -297,7 +341,7 @@ def load_tuned_config(path: str | Path) -> TunedConfig:
     verdict = data.get("verdict", "compile")
     if verdict not in ("compile", "stay_eager"):
         raise ConfigError(f"{path}: `verdict` must be compile or stay_eager, got {verdict!r}")
-    return TunedConfig(cfg, verdict, data.get("measured") or {}, data.get("tuned_on") or {})
+    return TunedConfig(cfg, verdict, data.get("measured") or {}, data.get("tuned_on") or {}, data.get("thread_check"))
 
 
 def load_config(path: str | Path) -> CompileConfig:

@@ -49,7 +49,14 @@ class TrialSpec:
     tolerance: float | None = None
     run_schedule: bool = True
     mode: str = "trial"
-    """``trial`` measures a config; ``check`` runs the quick model check (tuner/check.py)."""
+    """``trial`` measures a config; ``check`` runs the quick model check (tuner/check.py);
+    ``startup`` times the first step of an applied config (tuner/warmstart.py)."""
+    config_path: str | None = None
+    """``startup`` mode: apply the config from this best_config.yaml, as a user would."""
+    save_artifacts_to: str | None = None
+    """``startup`` mode: write torch's compile cache artifacts here after the first step."""
+    check_threads: int | None = None
+    """``threads`` mode: how many threads call the model at once (tuner/threads.py)."""
     memory_limit_mb: float | None = None
     """A hard cap on the process's data memory: allocations beyond it fail instead of
     dragging the whole machine into the out-of-memory killer."""
@@ -169,11 +176,14 @@ def _to_device(value, device: str):
 class Stepper:
     """One step of the user's workload: inference (no_grad forward) or a training step."""
 
-    def __init__(self, model, task: str, workload) -> None:
+    def __init__(self, model, task: str, workload, config: CompileConfig | None = None) -> None:
         import torch
+
+        from .config import optimizer_step
 
         self.model, self.task, self.workload = model, task, workload
         self.optimizer = None
+        self.optimizer_step = None
         if task == "train":
             model.train()
             if workload.build_optimizer is not None:
@@ -181,6 +191,7 @@ class Stepper:
             else:
                 # Documented default: AdamW, the common choice for the transformer-like models we target.
                 self.optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+            self.optimizer_step = optimizer_step(self.optimizer, config) if config else self.optimizer.step
         else:
             model.eval()
 
@@ -199,7 +210,7 @@ class Stepper:
         loss.backward()
         if inspect:
             inspect(out, loss)
-        self.optimizer.step()
+        self.optimizer_step()
         return loss
 
 
@@ -263,7 +274,7 @@ def run_trial(spec: TrialSpec, rec: Recorder) -> None:
         regions = target_modules(compiled_model, config.target)
         rec.update(regions=len(regions), region_names=[n or "<model>" for n, _ in regions][:50])
         apply_config(compiled_model, config)
-        compiled = Stepper(compiled_model, spec.task, workload)
+        compiled = Stepper(compiled_model, spec.task, workload, config)
 
         # 2. compile = first call + warm-up beyond steady state
         rec.stage("compile")
@@ -497,6 +508,14 @@ def main(argv: list[str]) -> int:
             from .check import run_check
 
             rec.update(check=run_check(load_workload(spec.workload), spec.task), status="ok", stage="done")
+        elif spec.mode == "threads":
+            from .threads import measure_threads
+
+            measure_threads(spec, rec)
+        elif spec.mode == "startup":
+            from .warmstart import measure_start
+
+            measure_start(spec, rec)
         else:
             run_trial(spec, rec)
     except BaseException as exc:  # the trial's failure is data for the parent

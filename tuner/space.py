@@ -8,6 +8,7 @@ A space file lists, per dimension, the values to try::
     mode: [default, max-autotune-no-cudagraphs]   # inductor only
     dynamic: [null, true, false]
     fullgraph: [false, true]
+    compile_optimizer: [false, true]  # training only: also compile the optimizer step
     options:                          # inductor config overrides, inductor only
       freezing: [false, true]
 
@@ -28,7 +29,7 @@ from .config import BLOCKS, MODES, NO_COMPILE, WHOLE, CompileConfig
 from .errors import SpaceError
 
 BUNDLED_DIR = Path(__file__).resolve().parent.parent / "search_spaces"
-DIMENSIONS = ("target", "backend", "mode", "dynamic", "fullgraph", "options")
+DIMENSIONS = ("target", "backend", "mode", "dynamic", "fullgraph", "compile_optimizer", "options")
 TOP_LEVEL_KEYS = ("description",) + DIMENSIONS
 
 #: Choices that need CUDA; on a CPU they either do nothing (reduce-overhead) or duplicate
@@ -49,6 +50,7 @@ class SearchSpace:
     mode: list = field(default_factory=lambda: ["default"])
     dynamic: list = field(default_factory=lambda: [None])
     fullgraph: list = field(default_factory=lambda: [False])
+    compile_optimizer: list = field(default_factory=lambda: [False])
     options: dict[str, list] = field(default_factory=dict)
     skipped: list[str] = field(default_factory=list)
 
@@ -63,12 +65,14 @@ class SearchSpace:
                 options[name] = trial.suggest_categorical(f"options.{name}", choices)
         dynamic = trial.suggest_categorical("dynamic", self.dynamic)
         fullgraph = trial.suggest_categorical("fullgraph", self.fullgraph)
-        return CompileConfig(target, backend, mode, dynamic, fullgraph, _drop_defaults(options))
+        compile_optimizer = trial.suggest_categorical("compile_optimizer", self.compile_optimizer)
+        return CompileConfig(target, backend, mode, dynamic, fullgraph, _drop_defaults(options), compile_optimizer)
 
     def params_for(self, cfg: CompileConfig) -> dict[str, Any]:
         """The Optuna params that make :meth:`suggest` return ``cfg`` (for enqueue_trial)."""
         params: dict[str, Any] = {
             "target": cfg.target, "backend": cfg.backend, "dynamic": cfg.dynamic, "fullgraph": cfg.fullgraph,
+            "compile_optimizer": cfg.compile_optimizer,
         }
         if cfg.backend == "inductor":
             params["mode"] = cfg.mode if cfg.mode in self.mode else "default"
@@ -85,8 +89,8 @@ class SearchSpace:
         """Every distinct config in the space (what an exhaustive sweep measures)."""
         seen: dict[str, CompileConfig] = {}
         option_names = list(self.options)
-        for target, backend, dynamic, fullgraph in itertools.product(
-            self.target, self.backend, self.dynamic, self.fullgraph
+        for target, backend, dynamic, fullgraph, compile_optimizer in itertools.product(
+            self.target, self.backend, self.dynamic, self.fullgraph, self.compile_optimizer
         ):
             modes = self.mode if backend == "inductor" else [None]
             option_sets = (
@@ -96,7 +100,7 @@ class SearchSpace:
             )
             for mode, values in itertools.product(modes, list(option_sets)):
                 opts = _drop_defaults(dict(zip(option_names, values)))
-                cfg = CompileConfig(target, backend, mode, dynamic, fullgraph, opts)
+                cfg = CompileConfig(target, backend, mode, dynamic, fullgraph, opts, compile_optimizer)
                 seen.setdefault(cfg.key(), cfg)
         return list(seen.values())
 
@@ -117,6 +121,9 @@ class SearchSpace:
             for name in [n for n in self.options if n.startswith("triton.")]:
                 self.skipped.append(f"options.{name}: needs CUDA (Triton)")
                 del self.options[name]
+        if task != "train" and True in self.compile_optimizer:
+            self.skipped.append("compile_optimizer=True: training only")
+            self.compile_optimizer = [False]
         if task == "train":
             for name in [n for n in self.options if n in INFERENCE_ONLY_OPTIONS]:
                 self.skipped.append(f"options.{name}: inference only")
@@ -238,11 +245,12 @@ def _validate(data: dict, path: Path, lines: dict[str, int]) -> SearchSpace:
         for d in space.dynamic:
             if d not in (None, True, False):
                 fail("dynamic", f"values must be null, true or false, got {d!r}")
-    if "fullgraph" in data:
-        space.fullgraph = choices("fullgraph", data["fullgraph"])
-        for f in space.fullgraph:
-            if not isinstance(f, bool):
-                fail("fullgraph", f"values must be true or false, got {f!r}")
+    for flag in ("fullgraph", "compile_optimizer"):
+        if flag in data:
+            setattr(space, flag, choices(flag, data[flag]))
+            for f in getattr(space, flag):
+                if not isinstance(f, bool):
+                    fail(flag, f"values must be true or false, got {f!r}")
     if "options" in data:
         if not isinstance(data["options"], dict):
             fail("options", "must be a mapping of inductor option -> choices", "e.g. options: {freezing: [false, true]}")

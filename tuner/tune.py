@@ -5,6 +5,7 @@ trials.csv and a summary.
 """
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import sys
 from dataclasses import dataclass, field
@@ -19,6 +20,8 @@ from .score import Scoring, break_even_steps
 from .space import load_space
 from .study import (ROLE_EAGER, ROLE_PLAIN, StudyRun, StudySettings, Tuner, check_settings, default_threads,
                     fail_stale_trials, has_repeated_blocks, open_study)
+from .threads import check_threads
+from .warmstart import bundle_and_measure
 from .workload import load_workload, validate_workload
 
 DEFAULT_STEPS = 10_000
@@ -47,6 +50,8 @@ class TuneOptions:
     trace: bool = False
     trial_memory_limit_mb: float | None = None
     check: bool = True
+    warm_start: bool = True
+    check_threads: int | None = None
     argv: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -133,6 +138,17 @@ def tune(opts: TuneOptions, log=print) -> TuneResult:
         raise TunerError("interrupted before the eager baseline was measured", "run the same command again")
     tuned = pick_best(study, run.scoring, device)
     write_outputs(study, tuned, out_dir)
+    if tuned.verdict == "compile" and opts.warm_start and not run.interrupted:
+        log("saving the compile cache beside best_config.yaml and timing a cold vs warm start ...")
+        started = bundle_and_measure(settings, out_dir / "best_config.yaml", out_dir / "work")
+        tuned = dataclasses.replace(tuned, measured={**tuned.measured, **started})
+        write_outputs(study, tuned, out_dir)
+    if opts.check_threads and not run.interrupted:
+        log(f"checking the chosen config from {opts.check_threads} threads at once ...")
+        found = check_threads(str(workload.path), tuned.config, opts.check_threads, device=device,
+                              torch_threads=threads, timeout=opts.trial_timeout, work_dir=out_dir / "work")
+        tuned = dataclasses.replace(tuned, thread_check=found)
+        write_outputs(study, tuned, out_dir)
     frame = trials_frame(study)
     summary = summary_table(frame)
     if run.exhausted:
