@@ -97,7 +97,7 @@ def test_check_command_lists_breaks_numpy_fullgraph_and_dynamic_advice(cli, work
         assert line in out
     assert "numpy at graph_breaks.py:20" in out
     assert "fullgraph=True: will fail" in out
-    assert "this workload needs dynamic=true" in out
+    assert "recommended: dynamic=true" in out
 
 
 def test_check_of_a_clean_model_says_fullgraph_can_work(cli, workloads):

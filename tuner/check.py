@@ -100,11 +100,14 @@ def run_check(workload, task: str = "infer") -> dict[str, Any]:
 
 
 def _recommend(per_dynamic: dict[str, dict]) -> str:
-    """Fewest recompiles wins; ties go to the default (null), then static (false)."""
+    """The default (null) when it settles after a couple of recompiles (it switches to dynamic
+    shapes by itself); otherwise the setting with the fewest recompiles that works."""
     order = ["null", "false", "true"]
     ok = [k for k in order if not per_dynamic[k]["error"] and not per_dynamic[k]["recompile_limit_hit"]]
     if not ok:
         return "true"
+    if "null" in ok and per_dynamic["null"]["recompiles"] <= 2:
+        return "null"
     return min(ok, key=lambda k: (per_dynamic[k]["recompiles"], order.index(k)))
 
 
@@ -135,7 +138,11 @@ def format_check(found: dict[str, Any], name: str) -> str:
             extra += f" error: {v['error']}" if v["error"] else ""
             reason = f"  e.g. {v['reasons'][0]}" if v["reasons"] else ""
             lines.append(f"    dynamic={key:5s} {v['recompiles']} recompile(s), {v['graphs']} graph(s){extra}{reason}")
-        lines.append(f"    this workload needs dynamic={sched['recommended_dynamic']}")
+        rec = sched["recommended_dynamic"]
+        why = {"null": "the default settles after few recompiles",
+               "true": "fewest recompiles; static shapes recompile for every new shape",
+               "false": "shapes do not vary enough to need dynamic kernels"}[rec]
+        lines.append(f"    recommended: dynamic={rec} ({why}); the search measures which is fastest")
     return "\n".join(lines)
 
 

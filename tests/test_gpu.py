@@ -1,0 +1,25 @@
+"""CUDA paths, run for real where a GPU is present (scripts/gpu_check.sh); skipped on CPU."""
+import pytest
+import torch
+
+from tuner.measure import TrialSpec
+from tuner.trial import run_isolated
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+
+
+def test_cuda_trial_reports_cuda_memory_and_a_correct_speedup(workloads, tmp_path):
+    spec = TrialSpec(workload=str(workloads / "blocks.py"), config={"backend": "inductor"}, device="cuda",
+                     measure_seconds=1.0, rounds=3)
+    result = run_isolated(spec, timeout=300, work_dir=tmp_path)
+    assert result["status"] == "ok", result.get("failure")
+    assert result["environment"]["device_name"] and result["correct"]
+    assert result["peak_memory_mb"] >= 0 and result["speedup"] > 0
+
+
+def test_reduce_overhead_cuda_graphs_trial_is_correct(workloads, tmp_path):
+    spec = TrialSpec(workload=str(workloads / "blocks.py"), config={"backend": "inductor", "mode": "reduce-overhead"},
+                     device="cuda", measure_seconds=1.0, rounds=3)
+    result = run_isolated(spec, timeout=300, work_dir=tmp_path)
+    assert result["status"] == "ok", result.get("failure")
+    assert result["correct"] is True

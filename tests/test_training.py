@@ -1,0 +1,77 @@
+"""Training steps, optimizer compile, warm starts from a saved compile cache, thread safety."""
+import copy
+import json
+
+import pytest
+import torch
+
+import tuner
+from tuner.config import CompileConfig, TunedConfig, save_tuned_config
+from tuner.measure import TrialSpec
+from tuner.study import StudySettings
+from tuner.trial import run_isolated
+from tuner.warmstart import CACHE_DIRNAME, bundle_and_measure
+from tuner.workload import load_workload
+
+
+def test_train_trial_checks_loss_and_gradients_with_a_compiled_optimizer(workloads, tmp_path):
+    spec = TrialSpec(workload=str(workloads / "blocks.py"), task="train", measure_seconds=0.5, rounds=2,
+                     config={"target": "blocks", "backend": "aot_eager", "compile_optimizer": True})
+    result = run_isolated(spec, timeout=300, work_dir=tmp_path)
+    assert result["status"] == "ok", result.get("failure")
+    assert result["correct"] is True
+    assert result["compile_time_s"] > 0 and result["speedup"] > 0
+
+
+def test_optimizer_step_is_compiled_only_when_asked_and_matches_eager():
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 2)
+    twin = copy.deepcopy(model)
+    opt, twin_opt = torch.optim.AdamW(model.parameters(), lr=0.1), torch.optim.AdamW(twin.parameters(), lr=0.1)
+    assert tuner.optimizer_step(opt, CompileConfig(backend="eager")) == opt.step
+    step = tuner.optimizer_step(opt, CompileConfig(backend="eager", compile_optimizer=True))
+    assert step != opt.step
+    for _ in range(3):
+        x = torch.randn(3, 4)
+        for m, o, s in ((model, opt, step), (twin, twin_opt, twin_opt.step)):
+            o.zero_grad()
+            m(x).pow(2).mean().backward()
+            s()
+    torch.testing.assert_close(model.weight, twin.weight)
+
+
+def test_warm_start_bundle_makes_the_first_step_faster(workloads, tmp_path):
+    config_path = save_tuned_config(
+        TunedConfig(CompileConfig(backend="inductor"), tuned_on={"torch": torch.__version__, "device": "cpu"}),
+        tmp_path / "best_config.yaml")
+    settings = StudySettings(workload=str(workloads / "mlp.py"), task="infer", device="cpu", threads=1, steps=1000,
+                             trials=1, trial_timeout=300)
+    started = bundle_and_measure(settings, config_path, tmp_path / "work")
+    assert "warm_start_error" not in started, started
+    assert (tmp_path / CACHE_DIRNAME / "mega_cache.bin").stat().st_size > 0
+    assert any((tmp_path / CACHE_DIRNAME / "inductor").rglob("*.so")), "the C++ kernels travel with the config"
+    assert started["warm_start_s"] < started["cold_start_s"] / 2, started
+
+
+def test_cache_from_another_torch_version_is_skipped_with_a_warning(workloads, tmp_path):
+    path = save_tuned_config(TunedConfig(CompileConfig(backend="eager"), tuned_on={"torch": "0.0.1", "device": "cpu"}),
+                             tmp_path / "best_config.yaml")
+    (tmp_path / CACHE_DIRNAME).mkdir()
+    (tmp_path / CACHE_DIRNAME / "mega_cache.bin").write_bytes(b"not a cache")
+    model = load_workload(workloads / "mlp.py").make_model()
+    with pytest.warns(UserWarning, match="skipping the saved compile cache"):
+        tuner.apply_config(model, path)
+
+
+def test_thread_check_on_a_compiled_model_is_safe(workloads, tmp_path):
+    found = tuner.check_threads(str(workloads / "mlp.py"), CompileConfig(backend="aot_eager"), threads=4,
+                                work_dir=tmp_path)
+    assert found["verdict"] == "safe", found
+    assert found["calls"] == 80 and found["mismatches"] == 0 and found["errors"] == 0
+
+
+def test_thread_check_catches_a_model_that_is_not_thread_safe(workloads, tmp_path):
+    found = tuner.check_threads(str(workloads / "stateful.py"), CompileConfig(backend="aot_eager"), threads=3,
+                                work_dir=tmp_path)
+    assert found["verdict"] == "unsafe" and found["mismatches"] > 0
+    assert "own compiled model" in found["advice"]
