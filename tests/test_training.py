@@ -75,3 +75,13 @@ def test_thread_check_catches_a_model_that_is_not_thread_safe(workloads, tmp_pat
                                 work_dir=tmp_path)
     assert found["verdict"] == "unsafe" and found["mismatches"] > 0
     assert "own compiled model" in found["advice"]
+
+
+def test_train_trial_over_an_input_schedule_compares_like_with_like(workloads, tmp_path):
+    # eager and compiled have taken different numbers of optimizer steps by the time the
+    # schedule runs; each schedule step must start from the same weights to be comparable
+    spec = TrialSpec(workload=str(workloads / "mlp.py"), task="train", measure_seconds=0.5, rounds=2,
+                     config={"backend": "aot_eager"})
+    result = run_isolated(spec, timeout=300, work_dir=tmp_path)
+    assert result["status"] == "ok", result.get("failure")
+    assert result["schedule_len"] == 4 and result["correct"] is True
