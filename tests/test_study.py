@@ -15,7 +15,7 @@ from tuner.workload import load_workload
 
 from conftest import ROOT
 
-FAST = ["--measure-seconds", "0.5", "--steps", "1000", "--no-progress"]
+FAST = ["--measure-seconds", "0.5", "--steps", "1000", "--no-progress", "--confirm", "0"]
 
 
 @pytest.fixture(scope="module")

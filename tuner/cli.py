@@ -49,6 +49,9 @@ def _tune_parser() -> argparse.ArgumentParser:
                    help="keep each trial's structured compile trace (TORCH_TRACE) in OUT/traces/ for tlparse")
     p.add_argument("--trial-memory-limit", dest="trial_memory_limit_mb", type=float, default=None,
                    help="hard cap in MB on each trial's data memory; allocations beyond it fail the trial")
+    p.add_argument("--confirm", type=int, default=3, metavar="K",
+                   help="re-measure the top K configs with eager and plain compile before deciding; 0 skips [3]")
+    p.add_argument("--confirm-rounds", type=int, default=3, help="interleaved rounds for --confirm [3]")
     p.add_argument("--no-warm-start", dest="warm_start", action="store_false",
                    help="do not save the best config's compile cache beside best_config.yaml")
     p.add_argument("--check-threads", type=int, default=None, metavar="N",
@@ -129,8 +132,12 @@ def _verdict_text(tuned: dict, out_dir) -> str:
     if tuned.get("verdict") == "stay_eager":
         best = m.get("best_compiled")
         extra = f" (best compiled: {best}, {m.get('best_compiled_total_time_s'):.1f} s)" if best else ""
-        text = (f"verdict: stay eager: no config beat eager's {m.get('total_time_s', 0):.1f} s "
-                f"over the scored steps{extra}.\n  {path} says so; apply_config leaves the model uncompiled.")
+        if m.get("confirmed"):
+            text = (f"verdict: stay eager (confirmed over {m['confirm_rounds']} interleaved rounds): {m['reason']}."
+                    f"\n  {path} says so; apply_config leaves the model uncompiled.")
+        else:
+            text = (f"verdict: stay eager: no config beat eager's {m.get('total_time_s', 0):.1f} s "
+                    f"over the scored steps{extra}.\n  {path} says so; apply_config leaves the model uncompiled.")
         if tuned.get("thread_check"):
             from .threads import format_thread_check
 
@@ -148,6 +155,10 @@ def _verdict_text(tuned: dict, out_dir) -> str:
         + f"; compile {m['compile_time_s']:.1f} s, pays off after {m['break_even_steps']} steps",
         f"  total {m['total_time_s']:.1f} s vs eager {m['eager_total_time_s']:.1f} s",
     ]
+    if m.get("confirmed"):
+        lo, hi = m.get("speedup_range") or (None, None)
+        lines.append(f"  confirmed over {m['confirm_rounds']} interleaved rounds (speedup {lo:.2f}x-{hi:.2f}x): "
+                     f"{m['reason']}")
     if m.get("warm_start_s") is not None:
         lines.append(f"  start: first step {m['cold_start_s']:.1f} s cold, {m['warm_start_s']:.1f} s warm with the "
                      f"compile cache saved beside the config ({m.get('compile_cache_mb', 0):.1f} MB)")

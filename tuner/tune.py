@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from .check import format_check
+from .confirm import confirm
 from .config import EAGER, CompileConfig, TunedConfig, save_tuned_config
 from .errors import TunerError
 from .report import summary_table, trials_frame, write_trials_csv
@@ -51,6 +52,8 @@ class TuneOptions:
     trial_memory_limit_mb: float | None = None
     check: bool = True
     warm_start: bool = True
+    confirm: int = 3
+    confirm_rounds: int = 3
     check_threads: int | None = None
     argv: list[str] = field(default_factory=list)
 
@@ -136,6 +139,11 @@ def tune(opts: TuneOptions, log=print) -> TuneResult:
         progress.close()
     if run.scoring is None:
         raise TunerError("interrupted before the eager baseline was measured", "run the same command again")
+    if not run.interrupted:
+        try:
+            confirm_finalists(study, run.scoring, tuner, opts.confirm, opts.confirm_rounds, log)
+        except KeyboardInterrupt:
+            run.interrupted = True
     tuned = pick_best(study, run.scoring, device)
     write_outputs(study, tuned, out_dir)
     if tuned.verdict == "compile" and opts.warm_start and not run.interrupted:
@@ -174,8 +182,8 @@ def check_model(workload_path: str, task: str, work_dir: Path, device: str = "cp
     return result["check"]
 
 
-def pick_best(study, scoring: Scoring, device: str) -> TunedConfig:
-    """The fastest correct config within the memory bound; eager unless something beats it."""
+def _ranked(study, scoring: Scoring):
+    """(eager trial, plain trial, correct compiled trials within the memory bound, best first)."""
     from optuna.trial import TrialState
 
     trials = [t for t in study.get_trials(deepcopy=False)
@@ -184,10 +192,44 @@ def pick_best(study, scoring: Scoring, device: str) -> TunedConfig:
     plain = next((t for t in trials if t.user_attrs.get("role") == ROLE_PLAIN), None)
     candidates = [t for t in trials if t.user_attrs.get("role") != ROLE_EAGER
                   and t.user_attrs.get("correct") and not scoring.over_memory(t.user_attrs)]
-    best = min(candidates, key=lambda t: t.value, default=None)
+    return eager, plain, sorted(candidates, key=lambda t: t.value)
+
+
+def finalist_configs(study, scoring: Scoring, k: int) -> list[CompileConfig]:
+    return [CompileConfig.from_dict(t.user_attrs["config"]) for t in _ranked(study, scoring)[2][:k]]
+
+
+def confirm_finalists(study, scoring: Scoring, tuner: Tuner, k: int, rounds: int, log=print) -> dict | None:
+    """Re-measure the top ``k`` with eager and plain compile (tuner/confirm.py); stored in the
+    study so a re-run with the same finalists does not measure them again."""
+    eager, _, ranked = _ranked(study, scoring)
+    if k <= 0 or rounds <= 0 or not ranked or ranked[0].value > eager.value * 1.05:
+        return None  # nothing is close to beating eager: no lead to confirm
+    finalists = finalist_configs(study, scoring, k)
+    keys = sorted(c.key() for c in finalists)
+    stored = study.user_attrs.get("confirmation")
+    if stored and stored.get("finalist_keys") == keys and stored.get("rounds") == rounds:
+        return stored
+    log(f"confirming {len(finalists)} finalist(s) with eager and plain torch.compile: {rounds} interleaved "
+        f"rounds in fresh processes ...")
+    decision = confirm(finalists, scoring, tuner.measure, rounds=rounds, log=log)
+    decision.update(finalist_keys=keys, rounds=rounds)
+    study.set_user_attr("confirmation", decision)
+    return decision
+
+
+def pick_best(study, scoring: Scoring, device: str) -> TunedConfig:
+    """The fastest correct config within the memory bound; eager unless something beats it.
+    When the finalists were confirmed, the confirmed medians decide (see tuner/confirm.py)."""
+    eager, plain, candidates = _ranked(study, scoring)
+    best = candidates[0] if candidates else None
     tuned_on = dict(eager.user_attrs.get("environment") or {})
     tuned_on.update(device=device, date=datetime.date.today().isoformat(), steps=scoring.steps,
                     task=study.user_attrs.get("settings", {}).get("task"))
+    confirmation = study.user_attrs.get("confirmation")
+    if confirmation and confirmation.get("finalist_keys") == sorted(
+            c.key() for c in finalist_configs(study, scoring, len(confirmation["finalist_keys"]))):
+        return _from_confirmation(confirmation, scoring, tuned_on)
     eager_total = eager.value
     if best is None or best.value >= eager_total:
         measured = {"eager_step_time_ms": scoring.eager_step_s * 1e3, "total_time_s": eager_total,
@@ -215,6 +257,37 @@ def pick_best(study, scoring: Scoring, device: str) -> TunedConfig:
         "trial": best.number,
     }
     return TunedConfig(CompileConfig.from_dict(a["config"]), "compile", _rounded(measured), tuned_on)
+
+
+def _from_confirmation(decision: dict, scoring: Scoring, tuned_on: dict) -> TunedConfig:
+    by_key = {CompileConfig.from_dict(c["config"]).key(): c for c in decision["candidates"]}
+    eager = by_key["none"]
+    plain = by_key.get(CompileConfig().key())
+    base = {"confirmed": True, "confirm_rounds": decision.get("rounds"), "reason": decision["reason"],
+            "eager_total_time_s": eager["total_time_s"], "eager_step_time_ms": decision["eager_step_s"] * 1e3,
+            "eager_total_time_range_s": [eager["total_time_min_s"], eager["total_time_max_s"]]}
+    if decision["verdict"] == "stay_eager":
+        best = decision.get("best") or {}
+        measured = {**base, "total_time_s": eager["total_time_s"], "best_compiled": best.get("config_label"),
+                    "best_compiled_total_time_s": best.get("total_time_s")}
+        return TunedConfig(EAGER, "stay_eager", _rounded(measured), tuned_on)
+    chosen = decision["best"]
+    step = decision["eager_step_s"] / chosen["speedup"]
+    measured = {
+        **base,
+        "speedup_vs_eager": chosen["speedup"],
+        "speedup_range": [chosen["speedup_min"], chosen["speedup_max"]],
+        "speedup_vs_plain_compile": chosen["speedup"] / plain["speedup"] if plain and plain.get("speedup") else None,
+        "total_time_s": chosen["total_time_s"],
+        "total_time_range_s": [chosen["total_time_min_s"], chosen["total_time_max_s"]],
+        "plain_compile_total_time_s": plain["total_time_s"] if plain else None,
+        "compile_time_s": chosen["compile_time_s"],
+        "step_time_ms": step * 1e3,
+        "peak_memory_mb": chosen["peak_memory_mb"],
+        "eager_peak_memory_mb": eager["peak_memory_mb"],
+        "break_even_steps": break_even_steps(chosen["compile_time_s"] or 0.0, decision["eager_step_s"], step),
+    }
+    return TunedConfig(CompileConfig.from_dict(chosen["config"]), "compile", _rounded(measured), tuned_on)
 
 
 def _rounded(d: dict) -> dict:

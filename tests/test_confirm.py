@@ -1,0 +1,63 @@
+"""Finalists are re-measured side by side; a lead inside the noise is not a lead."""
+import pytest
+import yaml
+
+from tuner.config import EAGER, PLAIN_COMPILE, CompileConfig
+from tuner.confirm import Confirmed, decide
+from tuner.score import Scoring
+
+SCORING = Scoring(steps=1000, eager_step_s=0.01)
+TUNED = CompileConfig(target="blocks", options={"freezing": True})
+
+
+def entry(config, totals, speedup=1.0):
+    e = Confirmed(config, speedups=[speedup] * len(totals), compile_times=[0.0] * len(totals),
+                  eager_steps=[0.01] * len(totals), peak_memory=[10.0] * len(totals))
+    e.totals = list(totals)
+    return e
+
+
+def results(eager, plain, tuned):
+    return {EAGER.key(): entry(EAGER, eager), PLAIN_COMPILE.key(): entry(PLAIN_COMPILE, plain, 1.1),
+            TUNED.key(): entry(TUNED, tuned, 1.2)}
+
+
+def test_a_clear_winner_is_chosen():
+    d = decide(results([10.0, 10.2, 9.8], [9.0, 9.1, 8.9], [8.0, 8.1, 7.9]), 0.01, SCORING)
+    assert d["verdict"] == "compile" and d["choice"] == TUNED.to_dict()
+
+
+def test_a_lead_over_eager_inside_the_noise_means_stay_eager():
+    d = decide(results([10.0, 11.0, 9.0], [10.5, 10.6, 10.4], [9.8, 10.8, 8.8]), 0.01, SCORING)
+    assert d["verdict"] == "stay_eager" and "inside the measured noise" in d["reason"]
+
+
+def test_a_lead_over_plain_compile_inside_the_noise_prefers_plain_compile():
+    d = decide(results([10.0, 10.1, 9.9], [8.0, 8.6, 7.4], [7.9, 8.5, 7.3]), 0.01, SCORING)
+    assert d["verdict"] == "compile" and d["choice"] == PLAIN_COMPILE.to_dict()
+    assert "simpler plain torch.compile" in d["reason"]
+
+
+def test_a_finalist_that_failed_in_confirmation_is_never_chosen():
+    r = results([10.0, 10.1, 9.9], [9.0, 9.1, 8.9], [5.0, 5.1, 4.9])
+    r[TUNED.key()].failures.append("crashed")
+    d = decide(r, 0.01, SCORING)
+    assert d["choice"] == PLAIN_COMPILE.to_dict()
+
+
+def test_confirmed_figures_and_spread_land_in_best_config(tmp_path, cli, workloads):
+    space = tmp_path / "space.yaml"
+    space.write_text("backend: [inductor]\n")
+    out = tmp_path / "fusable"
+    proc = cli(str(workloads / "fusable.py"), "--space", str(space), "--trials", "1", "--out", str(out),
+               "--measure-seconds", "0.5", "--steps", "1000000", "--confirm", "1", "--confirm-rounds", "2",
+               "--no-progress", "--no-check", "--no-warm-start")
+    assert proc.returncode == 0, proc.stderr
+    best = yaml.safe_load((out / "best_config.yaml").read_text())
+    m = best["measured"]
+    assert best["verdict"] == "compile", m
+    assert m["confirmed"] is True and m["confirm_rounds"] == 2
+    lo, hi = m["speedup_range"]
+    assert lo <= m["speedup_vs_eager"] <= hi and lo > 1.5
+    assert m["total_time_range_s"][0] <= m["total_time_s"] <= m["total_time_range_s"][1]
+    assert "confirmed over 2 interleaved rounds" in proc.stdout

@@ -1,0 +1,128 @@
+"""Confirm the finalists: re-measure them side by side before anything is recommended.
+
+One timing per config during the search favours lucky configs on a noisy machine. So after the
+search the top few configs, eager and plain ``torch.compile`` are measured again, each in fresh
+processes (cold caches), interleaved round by round (A B C A B C ...) so slow phases of the
+machine hit every candidate alike. The verdict is decided on the medians; the spread across
+rounds is the noise. A lead inside the noise is not a lead: the simpler choice wins (eager over
+any compile, plain ``torch.compile`` over a tuned config).
+"""
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from .config import EAGER, PLAIN_COMPILE, CompileConfig
+from .score import Scoring
+
+
+@dataclass
+class Confirmed:
+    """Confirmation figures of one config."""
+
+    config: CompileConfig
+    speedups: list[float] = field(default_factory=list)
+    compile_times: list[float] = field(default_factory=list)
+    eager_steps: list[float] = field(default_factory=list)
+    peak_memory: list[float] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+    totals: list[float] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.speedups) and not self.failures
+
+    def median(self, values: list[float]) -> float | None:
+        return statistics.median(values) if values else None
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "config": self.config.to_dict(),
+            "config_label": self.config.describe(),
+            "rounds": len(self.speedups),
+            "speedup": self.median(self.speedups),
+            "speedup_min": min(self.speedups) if self.speedups else None,
+            "speedup_max": max(self.speedups) if self.speedups else None,
+            "compile_time_s": self.median(self.compile_times),
+            "total_time_s": self.median(self.totals),
+            "total_time_min_s": min(self.totals) if self.totals else None,
+            "total_time_max_s": max(self.totals) if self.totals else None,
+            "peak_memory_mb": self.median(self.peak_memory),
+            "failures": self.failures[:3],
+        }
+
+    @property
+    def noise_s(self) -> float:
+        """Half the range of the per-round totals: how far one measurement may be off."""
+        return (max(self.totals) - min(self.totals)) / 2 if len(self.totals) > 1 else 0.0
+
+
+def confirm(finalists: list[CompileConfig], scoring: Scoring, measure: Callable[[CompileConfig, str], dict],
+            rounds: int = 3, log=print) -> dict[str, Any]:
+    """Measure eager, plain compile and ``finalists`` ``rounds`` times each, interleaved.
+
+    ``measure(config, label)`` runs one isolated trial (the study's own trial runner).
+    Returns the per-config summaries and the decision with its reason.
+    """
+    candidates: list[CompileConfig] = [EAGER, PLAIN_COMPILE]
+    for cfg in finalists:
+        if cfg.key() not in {c.key() for c in candidates}:
+            candidates.append(cfg)
+    results = {c.key(): Confirmed(c) for c in candidates}
+    for r in range(rounds):
+        order = candidates if r % 2 == 0 else list(reversed(candidates))
+        for cfg in order:
+            result = measure(cfg, f"confirm-{r}-{len(results[cfg.key()].speedups)}")
+            entry = results[cfg.key()]
+            if result.get("status") != "ok":
+                entry.failures.append((result.get("failure") or {}).get("category", "failed"))
+                continue
+            entry.speedups.append(1.0 if not cfg.compiles else float(result["speedup"]))
+            entry.compile_times.append(0.0 if not cfg.compiles else float(result.get("compile_time_s") or 0.0))
+            entry.eager_steps.append(float(result["eager_step_s"]))
+            entry.peak_memory.append(float(result.get("peak_memory_mb") or 0.0))
+        log(f"  confirmation round {r + 1}/{rounds} done")
+    # One eager reference for every candidate: the median eager step over all confirmation
+    # processes (each of them timed eager side by side with its config).
+    eager_step = statistics.median(s for e in results.values() for s in e.eager_steps)
+    for entry in results.values():
+        entry.totals = [c + scoring.steps * eager_step / s for s, c in zip(entry.speedups, entry.compile_times)]
+    return decide(results, eager_step, scoring)
+
+
+def decide(results: dict[str, Confirmed], eager_step: float, scoring: Scoring) -> dict[str, Any]:
+    eager = results[EAGER.key()]
+    plain = results.get(PLAIN_COMPILE.key())
+    ok = [e for e in results.values() if e.ok and e.config.compiles
+          and not (scoring.max_memory_mb and (e.median(e.peak_memory) or 0) > scoring.max_memory_mb)]
+    best = min(ok, key=lambda e: e.median(e.totals), default=None)
+    eager_total = eager.median(eager.totals)
+    decision: dict[str, Any] = {
+        "eager_step_s": eager_step,
+        "candidates": [e.summary() for e in results.values()],
+    }
+    if best is None:
+        decision.update(choice=EAGER.to_dict(), verdict="stay_eager", reason="no finalist was confirmed")
+        return decision
+    lead = eager_total - best.median(best.totals)
+    noise = best.noise_s + eager.noise_s
+    if lead <= noise:
+        decision.update(choice=EAGER.to_dict(), verdict="stay_eager",
+                        reason=(f"the best config ({best.config.describe()}) beats eager by {lead:.1f} s, inside the "
+                                f"measured noise of {noise:.1f} s: not a real win"),
+                        best=best.summary())
+        return decision
+    chosen = best
+    reason = f"beats eager by {lead:.1f} s (noise {noise:.1f} s)"
+    if plain is not None and plain.ok and best is not plain:
+        plain_lead = plain.median(plain.totals) - best.median(best.totals)
+        plain_noise = best.noise_s + plain.noise_s
+        if plain_lead <= plain_noise and plain.median(plain.totals) < eager_total - (plain.noise_s + eager.noise_s):
+            chosen = plain
+            reason = (f"{best.config.describe()} leads plain torch.compile by only {plain_lead:.1f} s, inside the "
+                      f"noise of {plain_noise:.1f} s: the simpler plain torch.compile is recommended")
+        else:
+            reason += f"; beats plain torch.compile by {plain_lead:.1f} s (noise {plain_noise:.1f} s)"
+    decision.update(choice=chosen.config.to_dict(), verdict="compile", reason=reason, best=chosen.summary())
+    return decision
