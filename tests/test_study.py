@@ -15,7 +15,8 @@ from tuner.workload import load_workload
 
 from conftest import ROOT
 
-FAST = ["--measure-seconds", "0.5", "--steps", "1000", "--no-progress", "--confirm", "0"]
+# Many steps: a compile of a second or two never exceeds the best total, so nothing is pruned.
+FAST = ["--measure-seconds", "0.5", "--steps", "10000000", "--no-progress", "--confirm", "0"]
 
 
 @pytest.fixture(scope="module")
@@ -86,7 +87,7 @@ def test_resuming_with_other_steps_is_refused(tuned, tmp_path, cli, workloads, s
     proc = cli(str(workloads / "blocks.py"), "--space", str(spaces / "logic.yaml"), "--trials", "3", "--out", str(out),
                "--steps", "5", "--no-progress")
     assert proc.returncode == 2
-    assert proc.stderr.startswith("error: study 'blocks' was measured with steps=1000, now steps=5")
+    assert proc.stderr.startswith("error: study 'blocks' was measured with steps=10000000, now steps=5")
 
 
 def test_apply_config_reproduces_the_measured_config(tuned, workloads):
@@ -129,7 +130,7 @@ def test_failed_trials_are_recorded_and_the_study_goes_on(tmp_path, cli, workloa
     assert search.loc["segfault_backend", "failure_category"] == "crashed"
     assert search.loc["raising_backend", "failure_category"] == "compiler_failure"
     assert search.loc["aot_eager", "state"] == "COMPLETE"
-    assert "failed:" in proc.stdout and "crashed" in proc.stdout
+    assert "failed or pruned:" in proc.stdout and "crashed" in proc.stdout
 
 
 def test_interrupting_and_rerunning_continues_the_study(tmp_path, workloads, spaces):
@@ -190,3 +191,19 @@ def test_trace_keeps_each_trials_structured_compile_trace(tmp_path, cli, workloa
     for path in traced["trace_dir"]:
         logs = list((out / "traces").glob(f"{path.split('/')[-1]}/*.log"))
         assert logs and logs[0].stat().st_size > 0
+
+
+def test_a_trial_whose_compile_alone_exceeds_the_best_total_is_pruned(tmp_path, cli, workloads):
+    space = tmp_path / "space.yaml"
+    space.write_text("backend: [inductor]\noptions: {freezing: [false, true]}\n")
+    out = tmp_path / "mlp"
+    # 100 steps of a tiny MLP take milliseconds eagerly: no cold inductor compile can win.
+    proc = cli(str(workloads / "mlp.py"), "--space", str(space), "--trials", "1", "--out", str(out),
+               "--measure-seconds", "0.5", "--steps", "100", "--no-progress", "--confirm", "0", "--no-check")
+    assert proc.returncode == 0, proc.stderr
+    frame = measured_rows(out)
+    pruned = frame[frame["role"] == "search"]
+    assert len(pruned) == 1 and pruned["state"].item() == "PRUNED"
+    assert "the compile alone already exceeds the best total time so far" in pruned["pruned_reason"].item()
+    assert pruned["trial_wall_s"].item() < 30
+    assert yaml.safe_load((out / "best_config.yaml").read_text())["verdict"] == "stay_eager"

@@ -49,6 +49,8 @@ def _tune_parser() -> argparse.ArgumentParser:
                    help="keep each trial's structured compile trace (TORCH_TRACE) in OUT/traces/ for tlparse")
     p.add_argument("--trial-memory-limit", dest="trial_memory_limit_mb", type=float, default=None,
                    help="hard cap in MB on each trial's data memory; allocations beyond it fail the trial")
+    p.add_argument("--compile-cost", choices=("cold", "warm"), default="cold",
+                   help="score the compile time of a first run (cold) or of a restart with the cache kept (warm) [cold]")
     p.add_argument("--confirm", type=int, default=3, metavar="K",
                    help="re-measure the top K configs with eager and plain compile before deciding; 0 skips [3]")
     p.add_argument("--confirm-rounds", type=int, default=3, help="interleaved rounds for --confirm [3]")

@@ -79,7 +79,7 @@ def confirm(finalists: list[CompileConfig], scoring: Scoring, measure: Callable[
                 entry.failures.append((result.get("failure") or {}).get("category", "failed"))
                 continue
             entry.speedups.append(1.0 if not cfg.compiles else float(result["speedup"]))
-            entry.compile_times.append(0.0 if not cfg.compiles else float(result.get("compile_time_s") or 0.0))
+            entry.compile_times.append(0.0 if not cfg.compiles else scoring.compile_time(result))
             entry.eager_steps.append(float(result["eager_step_s"]))
             entry.peak_memory.append(float(result.get("peak_memory_mb") or 0.0))
         log(f"  confirmation round {r + 1}/{rounds} done")

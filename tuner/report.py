@@ -16,7 +16,8 @@ COLUMNS = [
     "total_time_s", "compile_time_s", "step_time_s", "speedup", "step_spread", "peak_memory_mb",
     "eager_peak_memory_mb", "correct", "graphs", "graph_breaks", "recompiles", "recompile_time_s",
     "failure_category", "failure_explanation", "failure_hint", "failure_raw", "duplicate_of", "interrupted",
-    "regions", "step_s", "eager_step_s", "first_call_s", "trial_wall_s", "trace_dir",
+    "regions", "step_s", "eager_step_s", "first_call_s", "trial_wall_s", "trace_dir", "compile_time_warm_s",
+    "pruned_reason",
 ]
 _DETAIL_COLUMNS = ("graph_break_details", "recompile_details", "round_ratios", "region_names", "environment",
                    "config", "log_tail", "correctness_error")
@@ -57,7 +58,7 @@ def summary_table(frame: pd.DataFrame, top: int = 10) -> str:
         return "(no trials)"
     measured = frame[frame.get("duplicate_of").isna()] if "duplicate_of" in frame else frame
     ok = measured[measured["state"] == "COMPLETE"].sort_values("total_time_s")
-    failed = measured[measured["state"] == "FAIL"]
+    failed = measured[measured["state"].isin(["FAIL", "PRUNED"])]
     lines = []
     if not ok.empty:
         show = ok.head(top)
@@ -75,8 +76,11 @@ def summary_table(frame: pd.DataFrame, top: int = 10) -> str:
         lines.append(table.to_string(index=False))
     if not failed.empty:
         lines.append("")
-        lines.append("failed:")
+        lines.append("failed or pruned:")
         for _, row in failed.iterrows():
+            if row["state"] == "PRUNED":
+                lines.append(f"  #{row['number']} {row.get('config_label')}: pruned - {row.get('pruned_reason') or ''}")
+                continue
             category = row.get("failure_category") or ("interrupted" if row.get("interrupted") else "unknown")
             lines.append(f"  #{row['number']} {row.get('config_label')}: {category} - {row.get('failure_explanation') or ''}")
     return "\n".join(lines)

@@ -6,9 +6,11 @@ into reports without measuring anything again.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import random
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -30,10 +32,10 @@ MEASUREMENT_ATTRS = (
     "graph_breaks", "graph_break_events", "graph_break_details", "recompiles", "recompile_details",
     "recompile_limit_hit", "recompile_time_s", "schedule_len", "schedule_step_s",
     "schedule_eager_step_s", "regions", "region_names", "trial_wall_s", "child_wall_s", "environment",
-    "trace_dir",
+    "trace_dir", "compile_time_warm_s", "pruned_reason",
 )
 #: Settings that must not change when a study is resumed: they change what a score means.
-FIXED_SETTINGS = ("steps", "task", "device", "threads", "workload")
+FIXED_SETTINGS = ("steps", "task", "device", "threads", "workload", "compile_cost")
 #: Consecutive duplicate suggestions before we hand the sampler an unmeasured config.
 MAX_DUPLICATE_STREAK = 3
 
@@ -54,6 +56,7 @@ class StudySettings:
     space_name: str = ""
     trace_dir: str | None = None
     memory_limit_mb: float | None = None
+    compile_cost: str = "cold"
 
 
 @dataclass
@@ -118,7 +121,7 @@ def scoring_from_study(study) -> Scoring | None:
     if eager_step is None or "steps" not in settings:
         return None
     return Scoring(steps=int(settings["steps"]), eager_step_s=float(eager_step),
-                   max_memory_mb=settings.get("max_memory_mb"))
+                   max_memory_mb=settings.get("max_memory_mb"), compile_cost=settings.get("compile_cost", "cold"))
 
 
 def fail_stale_trials(study) -> int:
@@ -152,6 +155,8 @@ def trial_attrs(config: CompileConfig, role: str, result: dict, scoring: Scoring
             failure_category=fail["category"], failure_explanation=fail["explanation"],
             failure_hint=fail["hint"], failure_raw=fail["raw"], log_tail=result.get("log_tail", "")[-1500:],
         )
+    if result.get("pruned_reason"):
+        attrs["pruned_reason"] = result["pruned_reason"]
     if scoring is not None and attrs["status"] == "ok":
         attrs["step_time_s"] = scoring.step_time(result)
         attrs["total_time_s"] = scoring.total_time(result)
@@ -180,7 +185,10 @@ class Tuner:
 
     # -- measuring
 
-    def measure(self, config: CompileConfig, label: str) -> dict:
+    def measure(self, config: CompileConfig, label: str, compile_budget_s: float | None = None,
+                warm: bool = True) -> dict:
+        """One isolated trial of ``config``; with ``warm``, inductor configs also get their warm
+        (cache kept) compile time measured in a second process."""
         s = self.settings
         spec = TrialSpec(
             workload=str(Path(s.workload).resolve()), config=config.to_dict(), task=s.task, device=s.device,
@@ -192,10 +200,26 @@ class Tuner:
             # TORCH_TRACE: the structured compile trace that PyTorch's tlparse renders.
             trace = Path(s.trace_dir) / label
             env["TORCH_TRACE"] = str(trace.resolve())
-        result = run_isolated(spec, timeout=s.trial_timeout, work_dir=self.work_dir, env_extra=env)
+        warm = warm and config.compiles and config.backend == "inductor"
+        result = run_isolated(spec, timeout=s.trial_timeout, work_dir=self.work_dir, env_extra=env,
+                              keep_cache=warm, compile_budget_s=compile_budget_s)
         if env:
             result["trace_dir"] = env["TORCH_TRACE"]
+        if result.get("cache_dir"):
+            cache = Path(result.pop("cache_dir"))
+            if result.get("status") == "ok":
+                result.update(self._warm_compile(spec, cache, result))
+            shutil.rmtree(cache, ignore_errors=True)
         return result
+
+    def _warm_compile(self, spec: TrialSpec, cache: Path, result: dict) -> dict:
+        """The same config compiled again in a fresh process that finds the trial's cache: what
+        a restart costs a user who keeps the cache."""
+        warm_spec = dataclasses.replace(spec, mode="startup")
+        warm = run_isolated(warm_spec, timeout=self.settings.trial_timeout, work_dir=self.work_dir, cache_dir=cache)
+        if warm.get("status") != "ok":
+            return {}
+        return {"compile_time_warm_s": max(0.0, float(warm["first_step_s"]) - float(result.get("step_s") or 0.0))}
 
     def baselines(self) -> Scoring:
         """Eager and plain ``torch.compile(model)`` are always measured first, once."""
@@ -232,7 +256,8 @@ class Tuner:
         return scoring
 
     def _scoring(self, eager_step: float) -> Scoring:
-        return Scoring(steps=self.settings.steps, eager_step_s=eager_step, max_memory_mb=self.settings.max_memory_mb)
+        return Scoring(steps=self.settings.steps, eager_step_s=eager_step, max_memory_mb=self.settings.max_memory_mb,
+                       compile_cost=self.settings.compile_cost)
 
     # -- searching
 
@@ -243,9 +268,17 @@ class Tuner:
         for t in self.study.get_trials(deepcopy=False):
             key = t.user_attrs.get("config_key")
             if (key and not t.user_attrs.get("duplicate_of") and not t.user_attrs.get("interrupted")
-                    and t.state in (TrialState.COMPLETE, TrialState.FAIL)):
+                    and t.state in (TrialState.COMPLETE, TrialState.FAIL, TrialState.PRUNED)):
                 out.setdefault(key, t)
         return out
+
+    def _best_total(self) -> float | None:
+        """The best total time so far (eager included): the compile budget of the next trial."""
+        from optuna.trial import TrialState
+
+        values = [t.value for t in self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+                  if t.value is not None]
+        return min(values) if values else None
 
     def search_done(self) -> int:
         return sum(1 for t in self.measured_by_key().values() if t.user_attrs.get("role") == ROLE_SEARCH)
@@ -279,13 +312,13 @@ class Tuner:
                 if prior.state == TrialState.COMPLETE:
                     self.study.tell(trial, prior.value)
                 else:
-                    self.study.tell(trial, state=TrialState.FAIL)
+                    self.study.tell(trial, state=prior.state)
                 run.duplicates += 1
                 streak += 1
                 continue
             streak = 0
             try:
-                result = self.measure(config, f"trial-{trial.number}")
+                result = self.measure(config, f"trial-{trial.number}", compile_budget_s=self._best_total())
             except KeyboardInterrupt:
                 trial.set_user_attr("interrupted", True)
                 self.study.tell(trial, state=TrialState.FAIL)
@@ -295,6 +328,8 @@ class Tuner:
                 trial.set_user_attr(name, value)
             if attrs["status"] == "ok":
                 self.study.tell(trial, attrs["total_time_s"])
+            elif attrs["status"] == "pruned":
+                self.study.tell(trial, state=TrialState.PRUNED)
             else:
                 self.study.tell(trial, state=TrialState.FAIL)
             run.measured += 1

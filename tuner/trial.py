@@ -30,8 +30,14 @@ def run_isolated(
     cache_dir: Path | None = None,
     keep_cache: bool = False,
     env_extra: dict[str, str] | None = None,
+    compile_budget_s: float | None = None,
 ) -> dict:
-    """Measure ``spec`` in a child process; always returns a result dict with ``status``."""
+    """Measure ``spec`` in a child process; always returns a result dict with ``status``.
+
+    ``compile_budget_s``: stop the trial once its compile stage alone has run this long (the
+    study's best total time so far: such a config can no longer win). Its status is then
+    ``pruned``, with the reason.
+    """
     work_dir.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix="trial-", suffix=".json", dir=work_dir)
     os.close(fd)
@@ -42,6 +48,7 @@ def run_isolated(
     env = _child_env(spec.threads, cache, env_extra)
     start = time.perf_counter()
     timed_out = False
+    pruned_after = None
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(
             [sys.executable, "-m", "tuner.measure", str(spec_path), str(out_path)],
@@ -49,9 +56,8 @@ def run_isolated(
             start_new_session=True,  # its own process group, so compile workers die with it
         )
         try:
-            proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            timed_out = True
+            pruned_after = _wait(proc, out_path, start, timeout, compile_budget_s)
+            timed_out = proc.poll() is None and pruned_after is None
             _kill_group(proc)
         finally:
             if proc.poll() is None:
@@ -60,7 +66,11 @@ def run_isolated(
     wall = time.perf_counter() - start
     result = _read_result(out_path)
     result["trial_wall_s"] = wall
-    if timed_out:
+    if pruned_after is not None:
+        result.update(status="pruned", pruned_reason=(
+            f"stopped after {pruned_after:.1f} s of compiling: the compile alone already exceeds the best total "
+            f"time so far ({compile_budget_s:.1f} s), so this config cannot win"))
+    elif timed_out:
         result.update(status="failed", failure=failure(
             "timeout", f"no result after {timeout:.0f} s (stage: {result.get('stage', 'startup')})").to_dict())
     elif proc.returncode != 0 or result.get("status") == "running":
@@ -73,6 +83,36 @@ def run_isolated(
     elif own_cache:
         result["cache_dir"] = str(cache)
     return result
+
+
+def _wait(proc: subprocess.Popen, out_path: Path, start: float, timeout: float,
+          compile_budget_s: float | None) -> float | None:
+    """Wait for the child; return the compile seconds if it was stopped for the budget."""
+    if compile_budget_s is None:
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            pass
+        return None
+    compile_started = None
+    while time.perf_counter() - start < timeout:
+        try:
+            proc.wait(timeout=0.25)
+            return None
+        except subprocess.TimeoutExpired:
+            pass
+        stage = _read_result(out_path).get("stage")
+        if stage == "compile" and compile_started is None:
+            compile_started = time.perf_counter()
+        elif stage != "compile" and compile_started is not None:
+            break  # past the compile: no budget applies any more
+        if compile_started is not None and time.perf_counter() - compile_started > compile_budget_s:
+            return time.perf_counter() - compile_started
+    try:
+        proc.wait(timeout=max(0.0, timeout - (time.perf_counter() - start)))
+    except subprocess.TimeoutExpired:
+        pass
+    return None
 
 
 def _child_env(threads: int, cache: Path, extra: dict[str, str] | None) -> dict[str, str]:

@@ -52,6 +52,7 @@ class TuneOptions:
     trial_memory_limit_mb: float | None = None
     check: bool = True
     warm_start: bool = True
+    compile_cost: str = "cold"
     confirm: int = 3
     confirm_rounds: int = 3
     check_threads: int | None = None
@@ -66,6 +67,8 @@ class TuneOptions:
             raise TunerError(f"--task must be infer or train, got {self.task!r}")
         if self.trial_timeout <= 0:
             raise TunerError(f"--trial-timeout must be > 0 seconds, got {self.trial_timeout}")
+        if self.compile_cost not in ("cold", "warm"):
+            raise TunerError(f"--compile-cost must be cold or warm, got {self.compile_cost!r}")
         if self.threads is not None and self.threads < 1:
             raise TunerError(f"--threads must be >= 1, got {self.threads}")
 
@@ -106,6 +109,7 @@ def tune(opts: TuneOptions, log=print) -> TuneResult:
         trials=opts.trials, seed=opts.seed, trial_timeout=opts.trial_timeout, max_memory_mb=opts.max_memory_mb,
         measure_seconds=opts.measure_seconds, rounds=opts.rounds, space_name=opts.space,
         trace_dir=str(out_dir / "traces") if opts.trace else None, memory_limit_mb=opts.trial_memory_limit_mb,
+        compile_cost=opts.compile_cost,
     )
     study = open_study(storage, opts.study_name or workload.name, opts.seed)
     check_settings(study, settings)
@@ -212,7 +216,10 @@ def confirm_finalists(study, scoring: Scoring, tuner: Tuner, k: int, rounds: int
         return stored
     log(f"confirming {len(finalists)} finalist(s) with eager and plain torch.compile: {rounds} interleaved "
         f"rounds in fresh processes ...")
-    decision = confirm(finalists, scoring, tuner.measure, rounds=rounds, log=log)
+    def measure(config, label):
+        return tuner.measure(config, label, warm=scoring.compile_cost == "warm")
+
+    decision = confirm(finalists, scoring, measure, rounds=rounds, log=log)
     decision.update(finalist_keys=keys, rounds=rounds)
     study.set_user_attr("confirmation", decision)
     return decision
