@@ -1,7 +1,7 @@
 """The whole pipeline for one workload: check it, search, pick the winner, write the outputs.
 
 workload -> search space -> baselines + search (isolated trials) -> verdict -> best_config.yaml,
-trials.csv and a summary.
+trials.csv, report.html, report.md and a summary.
 """
 from __future__ import annotations
 
@@ -13,11 +13,11 @@ from typing import Any
 
 from .config import EAGER, CompileConfig, TunedConfig, save_tuned_config
 from .errors import TunerError
-from .report import summary_table, trials_frame, write_trials_csv
+from .report import open_saved_study, summary_table, trials_frame, write_reports, write_trials_csv
 from .score import Scoring, break_even_steps
 from .space import load_space
 from .study import (ROLE_EAGER, ROLE_PLAIN, StudyRun, StudySettings, Tuner, check_settings, default_threads,
-                    fail_stale_trials, has_repeated_blocks, open_study)
+                    fail_stale_trials, has_repeated_blocks, open_study, scoring_from_study)
 from .workload import load_workload, validate_workload
 
 DEFAULT_STEPS = 10_000
@@ -79,7 +79,7 @@ def resolve_device(device: str) -> str:
 
 
 def tune(opts: TuneOptions, log=print) -> TuneResult:
-    """Run (or resume) a study and write ``best_config.yaml``, ``trials.csv`` into the out dir."""
+    """Run (or resume) a study and write ``best_config.yaml``, ``trials.csv`` and the reports into the out dir."""
     workload = load_workload(opts.workload)
     validate_workload(workload, opts.task)
     device = resolve_device(opts.device)
@@ -143,7 +143,7 @@ def pick_best(study, scoring: Scoring, device: str) -> TunedConfig:
                   and t.user_attrs.get("correct") and not scoring.over_memory(t.user_attrs)]
     best = min(candidates, key=lambda t: t.value, default=None)
     tuned_on = dict(eager.user_attrs.get("environment") or {})
-    tuned_on.update(device=device, date=datetime.date.today().isoformat(), steps=scoring.steps,
+    tuned_on.update(device=device, date=_measured_on(study), steps=scoring.steps,
                     task=study.user_attrs.get("settings", {}).get("task"))
     eager_total = eager.value
     if best is None or best.value >= eager_total:
@@ -178,9 +178,41 @@ def _rounded(d: dict) -> dict:
     return {k: (round(v, 6) if isinstance(v, float) else v) for k, v in d.items()}
 
 
+def _measured_on(study) -> str:
+    """The day the last trial finished: rebuilding the outputs later keeps the date the numbers came from."""
+    ends = [t.datetime_complete for t in study.get_trials(deepcopy=False) if t.datetime_complete]
+    return max(ends).date().isoformat() if ends else datetime.date.today().isoformat()
+
+
 def write_outputs(study, tuned: TunedConfig, out_dir: Path) -> None:
     save_tuned_config(tuned, out_dir / "best_config.yaml")
     write_trials_csv(study, out_dir / "trials.csv")
+    write_reports(study, tuned, scoring_from_study(study), out_dir)
+
+
+def rebuild_outputs(out_dir: str | Path, storage: str | None = None, study_name: str | None = None):
+    """Write every output of a finished run again from its study storage alone; no trial is run.
+
+    Returns ``(study, tuned)``. Example: ``rebuild_outputs("results/mlp")`` (``compile-tune report``).
+    """
+    study = open_saved_study(out_dir, storage, study_name)
+    tuned = pick_saved(study)
+    write_outputs(study, tuned, Path(out_dir))
+    return study, tuned
+
+
+def pick_saved(study) -> TunedConfig:
+    """:func:`pick_best` for a study read back from storage."""
+    scoring = scoring_from_study(study)
+    from optuna.trial import TrialState
+
+    eager_done = any(t.user_attrs.get("role") == ROLE_EAGER and t.state == TrialState.COMPLETE
+                     for t in study.get_trials(deepcopy=False))
+    if scoring is None or not eager_done:
+        raise TunerError(f"study '{study.study_name}' has no eager baseline yet, so there is nothing to report",
+                         "run compile-tune on the model with this --out to measure it")
+    device = (study.user_attrs.get("settings") or {}).get("device", "cpu")
+    return pick_best(study, scoring, device)
 
 
 class _Progress:
