@@ -176,20 +176,27 @@ def _sort_key(key: tuple) -> tuple:
 
 
 def _importances(study) -> dict[str, float] | None:
-    """Optuna's PED-ANOVA importances, or None when there are too few trials to mean anything."""
+    """Optuna's parameter importances over the search trials, or None when too few to mean anything.
+
+    Baselines (no params) and repeats (the same measurement twice) are left out, and so are
+    settings with one value: they cannot explain any difference.
+    """
     import optuna
     from optuna.trial import TrialState
 
     trials = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-              if t.params and not t.user_attrs.get("duplicate_of")]
-    varied = {name for t in trials for name in t.params if len({str(u.params.get(name)) for u in trials}) > 1}
+              if t.params and t.value is not None and not t.user_attrs.get("duplicate_of")]
+    varied = sorted({name for t in trials for name in t.params
+                     if len({repr(u.params.get(name)) for u in trials}) > 1})
     if len(trials) < MIN_TRIALS_FOR_IMPORTANCE or not varied:
         return None
+    search = optuna.create_study(direction="minimize")
+    search.add_trials(trials)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             result = optuna.importance.get_param_importances(
-                study, evaluator=optuna.importance.PedAnovaImportanceEvaluator())
+                search, params=varied, evaluator=optuna.importance.PedAnovaImportanceEvaluator())
     except (ValueError, RuntimeError, ZeroDivisionError, ImportError):
         return None  # e.g. every trial scored the same: no variance to attribute
     return {k: float(v) for k, v in result.items()} or None

@@ -29,8 +29,6 @@ def open_saved_study(out_dir: str | Path, storage: str | None = None, study_name
         storage = default_storage(out_dir)
     import optuna
 
-    from ..study import open_study
-
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     try:
         names = optuna.get_all_study_names(storage)
@@ -45,4 +43,5 @@ def open_saved_study(out_dir: str | Path, storage: str | None = None, study_name
     elif study_name not in names:
         raise StudyError(f"no study named {study_name!r} in {storage} (it has: {', '.join(sorted(names)) or 'none'})",
                          "use one of the listed names with --study")
-    return open_study(storage, study_name, seed=0, create=False)
+    # Reading needs no sampler: load_study's default one is never asked for a trial here.
+    return optuna.load_study(study_name=study_name, storage=storage)
