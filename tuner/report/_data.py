@@ -9,7 +9,6 @@ import statistics
 import warnings
 from collections import Counter
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -248,7 +247,3 @@ def trial_state(row) -> str:
     if state == "fail" and truthy(row.get("interrupted")):
         return "interrupted"
     return {"complete": "ok", "fail": "failed"}.get(state, state)
-
-
-def short_path(path: Any) -> str:
-    return Path(str(path)).name if not missing(path) else ""
