@@ -3,6 +3,7 @@
     compile-tune MODEL.py [options]     tune (or resume) and write results/<model>/
     compile-tune check MODEL.py         graph breaks, numpy, recompiles: what to know before tuning
     compile-tune show DIR               print the verdict and the top trials of a finished run
+    compile-tune report DIR             rebuild report.html, report.md, trials.csv, best_config.yaml
 
 Exit codes: 0 success, 2 bad input (one ``error:`` line and a ``hint:``), 130 interrupted.
 """
@@ -17,15 +18,15 @@ import warnings
 from . import __version__
 from .errors import TunerError
 
-SUBCOMMANDS = ("show", "check")
+SUBCOMMANDS = ("show", "check", "report")
 
 
 def _tune_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="compile-tune",
         description="Measure which torch.compile settings make MODEL.py fastest, against eager.",
-        epilog="Other commands: `compile-tune show DIR`. The model file defines build_model() and "
-               "example_inputs(); see README.md.",
+        epilog="Other commands: `compile-tune show DIR`, `compile-tune report DIR`. The model file defines "
+               "build_model() and example_inputs(); see README.md.",
     )
     p.add_argument("workload", metavar="MODEL.py", help="file defining build_model() and example_inputs()")
     p.add_argument("--space", default="default", help="bundled space name (default, quick) or a YAML path [default]")
@@ -76,6 +77,8 @@ def main(argv: list[str] | None = None) -> int:
             return _show(argv[1:])
         if argv and argv[0] == "check":
             return _check(argv[1:])
+        if argv and argv[0] == "report":
+            return _report(argv[1:])
         return _tune(argv)
     except TunerError as exc:
         if verbose:
@@ -197,25 +200,59 @@ def _check(argv: list[str]) -> int:
     return 0
 
 
+def _saved_run_parser(prog: str, description: str) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=prog, description=description)
+    p.add_argument("dir", help="output folder of a tuning run")
+    p.add_argument("--storage", default=None, help="Optuna storage URL [sqlite:///DIR/study.db]")
+    p.add_argument("--study", dest="study_name", default=None, help="study name [the only study in the storage]")
+    p.add_argument("--verbose", action="store_true", help="tracebacks for errors")
+    return p
+
+
 def _show(argv: list[str]) -> int:
     import yaml
 
     from .config import load_tuned_config
+    from .report import has_storage, summary_table
 
-    p = argparse.ArgumentParser(prog="compile-tune show", description="Print the verdict and top trials of a run.")
-    p.add_argument("dir", help="output folder of a tuning run")
-    p.add_argument("--verbose", action="store_true")
-    args = p.parse_args(argv)
-    tuned = load_tuned_config(os.path.join(args.dir, "best_config.yaml"))
+    args = _saved_run_parser("compile-tune show", "Print the verdict and top trials of a run.").parse_args(argv)
+    if has_storage(args.dir, args.storage):
+        from .report import open_saved_study, trials_frame
+        from .tune import pick_saved
+
+        study = open_saved_study(args.dir, args.storage, args.study_name)
+        print(summary_table(trials_frame(study)))
+        print()
+        print(_verdict_text(pick_saved(study).to_dict(), args.dir))
+        return 0
+    best = os.path.join(args.dir, "best_config.yaml")
+    if not os.path.exists(best):
+        problem = "no study.db or best_config.yaml in this folder" if os.path.isdir(args.dir) else "no such folder"
+        raise TunerError(f"{args.dir}: {problem}", "give the output folder of a compile-tune run (--out)")
+    tuned = load_tuned_config(best)
     csv_path = os.path.join(args.dir, "trials.csv")
     if os.path.exists(csv_path):
         import pandas as pd
 
-        from .report import summary_table
-
         print(summary_table(pd.read_csv(csv_path)))
         print()
     print(_verdict_text(yaml.safe_load(yaml.safe_dump(tuned.to_dict())), args.dir))
+    return 0
+
+
+def _report(argv: list[str]) -> int:
+    from .tune import rebuild_outputs
+
+    args = _saved_run_parser(
+        "compile-tune report",
+        "Rebuild report.html, report.md, trials.csv and best_config.yaml of a run from its study storage "
+        "alone (nothing is measured).").parse_args(argv)
+    if not args.verbose:
+        warnings.filterwarnings("ignore", module="optuna")
+    study, tuned = rebuild_outputs(args.dir, args.storage, args.study_name)
+    for name in ("report.html", "report.md", "trials.csv", "best_config.yaml"):
+        print(os.path.join(args.dir, name))
+    print(_verdict_text(tuned.to_dict(), args.dir))
     return 0
 
 

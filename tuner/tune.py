@@ -1,7 +1,7 @@
 """The whole pipeline for one workload: check it, search, pick the winner, write the outputs.
 
 workload -> search space -> baselines + search (isolated trials) -> verdict -> best_config.yaml,
-trials.csv and a summary.
+trials.csv, report.html, report.md and a summary.
 """
 from __future__ import annotations
 
@@ -16,11 +16,11 @@ from .check import format_check
 from .confirm import confirm
 from .config import EAGER, CompileConfig, TunedConfig, save_tuned_config
 from .errors import TunerError
-from .report import summary_table, trials_frame, write_trials_csv
+from .report import open_saved_study, summary_table, trials_frame, write_reports, write_trials_csv
 from .score import Scoring, break_even_steps
 from .space import load_space
 from .study import (ROLE_EAGER, ROLE_PLAIN, StudyRun, StudySettings, Tuner, check_settings, default_threads,
-                    fail_stale_trials, has_repeated_blocks, open_study)
+                    fail_stale_trials, has_repeated_blocks, open_study, scoring_from_study)
 from .threads import check_threads
 from .warmstart import bundle_and_measure
 from .workload import load_workload, validate_workload
@@ -94,7 +94,7 @@ def resolve_device(device: str) -> str:
 
 
 def tune(opts: TuneOptions, log=print) -> TuneResult:
-    """Run (or resume) a study and write ``best_config.yaml``, ``trials.csv`` into the out dir."""
+    """Run (or resume) a study and write ``best_config.yaml``, ``trials.csv`` and the reports into the out dir."""
     workload = load_workload(opts.workload)
     validate_workload(workload, opts.task)
     device = resolve_device(opts.device)
@@ -153,13 +153,15 @@ def tune(opts: TuneOptions, log=print) -> TuneResult:
     if tuned.verdict == "compile" and opts.warm_start and not run.interrupted:
         log("saving the compile cache beside best_config.yaml and timing a cold vs warm start ...")
         started = bundle_and_measure(settings, out_dir / "best_config.yaml", out_dir / "work")
-        tuned = dataclasses.replace(tuned, measured={**tuned.measured, **started})
+        study.set_user_attr("warm_start", {"config_key": tuned.config.key(), **started})
+        tuned = pick_best(study, run.scoring, device)
         write_outputs(study, tuned, out_dir)
     if opts.check_threads and not run.interrupted:
         log(f"checking the chosen config from {opts.check_threads} threads at once ...")
         found = check_threads(str(workload.path), tuned.config, opts.check_threads, device=device,
                               torch_threads=threads, timeout=opts.trial_timeout, work_dir=out_dir / "work")
-        tuned = dataclasses.replace(tuned, thread_check=found)
+        study.set_user_attr("thread_check", {"config_key": tuned.config.key(), **found})
+        tuned = pick_best(study, run.scoring, device)
         write_outputs(study, tuned, out_dir)
     frame = trials_frame(study)
     summary = summary_table(frame)
@@ -227,11 +229,25 @@ def confirm_finalists(study, scoring: Scoring, tuner: Tuner, k: int, rounds: int
 
 def pick_best(study, scoring: Scoring, device: str) -> TunedConfig:
     """The fastest correct config within the memory bound; eager unless something beats it.
-    When the finalists were confirmed, the confirmed medians decide (see tuner/confirm.py)."""
+    When the finalists were confirmed, the confirmed medians decide (see tuner/confirm.py).
+    Warm-start and thread-check figures stored for the chosen config are attached."""
+    tuned = _pick_best(study, scoring, device)
+    key = tuned.config.key()
+    started = study.user_attrs.get("warm_start") or {}
+    if started.get("config_key") == key:
+        tuned = dataclasses.replace(tuned, measured={
+            **tuned.measured, **{k: v for k, v in started.items() if k != "config_key"}})
+    threads = study.user_attrs.get("thread_check") or {}
+    if threads.get("config_key") == key:
+        tuned = dataclasses.replace(tuned, thread_check={k: v for k, v in threads.items() if k != "config_key"})
+    return tuned
+
+
+def _pick_best(study, scoring: Scoring, device: str) -> TunedConfig:
     eager, plain, candidates = _ranked(study, scoring)
     best = candidates[0] if candidates else None
     tuned_on = dict(eager.user_attrs.get("environment") or {})
-    tuned_on.update(device=device, date=datetime.date.today().isoformat(), steps=scoring.steps,
+    tuned_on.update(device=device, date=_measured_on(study), steps=scoring.steps,
                     task=study.user_attrs.get("settings", {}).get("task"))
     confirmation = study.user_attrs.get("confirmation")
     if confirmation and confirmation.get("finalist_keys") == sorted(
@@ -301,9 +317,41 @@ def _rounded(d: dict) -> dict:
     return {k: (round(v, 6) if isinstance(v, float) else v) for k, v in d.items()}
 
 
+def _measured_on(study) -> str:
+    """The day the last trial finished: rebuilding the outputs later keeps the date the numbers came from."""
+    ends = [t.datetime_complete for t in study.get_trials(deepcopy=False) if t.datetime_complete]
+    return max(ends).date().isoformat() if ends else datetime.date.today().isoformat()
+
+
 def write_outputs(study, tuned: TunedConfig, out_dir: Path) -> None:
     save_tuned_config(tuned, out_dir / "best_config.yaml")
     write_trials_csv(study, out_dir / "trials.csv")
+    write_reports(study, tuned, scoring_from_study(study), out_dir)
+
+
+def rebuild_outputs(out_dir: str | Path, storage: str | None = None, study_name: str | None = None):
+    """Write every output of a finished run again from its study storage alone; no trial is run.
+
+    Returns ``(study, tuned)``. Example: ``rebuild_outputs("results/mlp")`` (``compile-tune report``).
+    """
+    study = open_saved_study(out_dir, storage, study_name)
+    tuned = pick_saved(study)
+    write_outputs(study, tuned, Path(out_dir))
+    return study, tuned
+
+
+def pick_saved(study) -> TunedConfig:
+    """:func:`pick_best` for a study read back from storage."""
+    scoring = scoring_from_study(study)
+    from optuna.trial import TrialState
+
+    eager_done = any(t.user_attrs.get("role") == ROLE_EAGER and t.state == TrialState.COMPLETE
+                     for t in study.get_trials(deepcopy=False))
+    if scoring is None or not eager_done:
+        raise TunerError(f"study '{study.study_name}' has no eager baseline yet, so there is nothing to report",
+                         "run compile-tune on the model with this --out to measure it")
+    device = (study.user_attrs.get("settings") or {}).get("device", "cpu")
+    return pick_best(study, scoring, device)
 
 
 class _Progress:

@@ -1,14 +1,12 @@
-"""Tables from the study: ``trials.csv`` and the terminal summary.
-
-Everything here is computed from the Optuna storage alone, so reports can be rebuilt later
-without measuring anything.
-"""
+"""Tables from the study: ``trials.csv`` and the terminal summary."""
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
 import pandas as pd
+
+from ._fmt import text, truthy
 
 #: trials.csv columns, in order (others follow).
 COLUMNS = [
@@ -24,6 +22,7 @@ _DETAIL_COLUMNS = ("graph_break_details", "recompile_details", "round_ratios", "
 
 
 def trials_frame(study) -> pd.DataFrame:
+    """One row per trial (every state), measurements as columns named like the user attributes."""
     rows = []
     for t in study.get_trials(deepcopy=False):
         attrs = dict(t.user_attrs)
@@ -47,6 +46,13 @@ def trials_frame(study) -> pd.DataFrame:
     return frame[COLUMNS + [c for c in frame.columns if c not in COLUMNS]]
 
 
+def measured(frame: pd.DataFrame) -> pd.DataFrame:
+    """Trials that measured something themselves: repeats of a measured config left out."""
+    if frame.empty or "duplicate_of" not in frame:
+        return frame
+    return frame[frame["duplicate_of"].isna()]
+
+
 def write_trials_csv(study, path: Path) -> Path:
     trials_frame(study).to_csv(path, index=False)
     return path
@@ -56,9 +62,9 @@ def summary_table(frame: pd.DataFrame, top: int = 10) -> str:
     """Measured configs, best total first; failures after, with their category."""
     if frame.empty:
         return "(no trials)"
-    measured = frame[frame.get("duplicate_of").isna()] if "duplicate_of" in frame else frame
-    ok = measured[measured["state"] == "COMPLETE"].sort_values("total_time_s")
-    failed = measured[measured["state"].isin(["FAIL", "PRUNED"])]
+    rows = measured(frame)
+    ok = rows[rows["state"] == "COMPLETE"].sort_values("total_time_s")
+    failed = rows[rows["state"].isin(("FAIL", "PRUNED"))]
     lines = []
     if not ok.empty:
         show = ok.head(top)
@@ -78,9 +84,19 @@ def summary_table(frame: pd.DataFrame, top: int = 10) -> str:
         lines.append("")
         lines.append("failed or pruned:")
         for _, row in failed.iterrows():
-            if row["state"] == "PRUNED":
-                lines.append(f"  #{row['number']} {row.get('config_label')}: pruned - {row.get('pruned_reason') or ''}")
+            if row["state"] == "PRUNED" and row.get("pruned_reason"):
+                lines.append(f"  #{row['number']} {row.get('config_label')}: pruned - {text(row.get('pruned_reason'))}")
                 continue
-            category = row.get("failure_category") or ("interrupted" if row.get("interrupted") else "unknown")
-            lines.append(f"  #{row['number']} {row.get('config_label')}: {category} - {row.get('failure_explanation') or ''}")
+            category = failure_category(row)
+            lines.append(f"  #{row['number']} {row.get('config_label')}: {category} - {text(row.get('failure_explanation'))}")
     return "\n".join(lines)
+
+
+def failure_category(row) -> str:
+    """The category a failed (or pruned) trial row is shown under."""
+    category = text(row.get("failure_category"))
+    if category:
+        return category
+    if row.get("state") == "PRUNED":
+        return "pruned"
+    return "interrupted" if truthy(row.get("interrupted")) else "unknown"

@@ -1,0 +1,88 @@
+"""Table rows shared by the HTML and Markdown reports.
+
+A numeric cell is ``(shown text, sort value)``; Markdown keeps the text, HTML sorts on the value.
+"""
+from __future__ import annotations
+
+import pandas as pd
+
+from ._data import ReportData, trial_state
+from ._fmt import count, megabytes, millis, missing, number, ratio, seconds, text, truthy
+from ._tables import failure_category
+
+TRIAL_HEADERS = ("#", "role", "config", "state", "total", "compile", "step", "speedup", "spread", "peak memory",
+                 "correct", "graph breaks", "recompiles", "note")
+FAILURE_HEADERS = ("#", "config", "state", "category", "what happened", "what to do", "message")
+DIMENSION_HEADERS = ("setting", "value", "trials", "failed", "median total", "best total")
+#: Raw failure messages are cut to this many characters in tables (trials.csv has them whole).
+RAW_CHARS = 240
+
+
+def _num(shown: str, value) -> tuple[str, str]:
+    v = number(value)
+    return shown, "" if v is None else repr(v)
+
+
+def ordered_trials(data: ReportData) -> pd.DataFrame:
+    """Completed trials best total first, then the rest by trial number."""
+    frame = data.frame
+    done = frame[(frame["state"] == "COMPLETE") & frame["total_time_s"].notna()].sort_values(["total_time_s", "number"])
+    rest = frame.drop(done.index).sort_values("number")
+    return pd.concat([done, rest])
+
+
+def trial_rows(data: ReportData, numeric: bool = True) -> tuple[list[list], list[str]]:
+    best = data.best_row()
+    rows, classes = [], []
+    for _, r in ordered_trials(data).iterrows():
+        state = trial_state(r)
+        repeat = not missing(r.get("duplicate_of"))
+        if repeat:
+            note = f"repeat of #{int(float(r['duplicate_of']))}"
+        elif state != "ok":
+            note = failure_category(r)
+        else:
+            note = ""
+        cells = [
+            _num(str(int(r["number"])), r["number"]), text(r.get("role")), text(r.get("config_label")), state,
+            _num(seconds(r.get("total_time_s")), r.get("total_time_s")),
+            _num(seconds(r.get("compile_time_s")), r.get("compile_time_s")),
+            _num(millis(r.get("step_time_s")), r.get("step_time_s")),
+            _num(ratio(r.get("speedup")), r.get("speedup")),
+            _num("" if missing(r.get("step_spread")) else f"{float(r['step_spread']) * 100:.1f} %", r.get("step_spread")),
+            _num(megabytes(r.get("peak_memory_mb")), r.get("peak_memory_mb")),
+            "" if missing(r.get("correct")) else ("yes" if truthy(r.get("correct")) else "no"),
+            _num(count(r.get("graph_breaks")), r.get("graph_breaks")),
+            _num(count(r.get("recompiles")), r.get("recompiles")),
+            note,
+        ]
+        rows.append(cells if numeric else [c[0] if isinstance(c, tuple) else c for c in cells])
+        is_best = best is not None and not repeat and int(r["number"]) == int(best["number"])
+        classes.append("best" if is_best else ("failed" if state not in ("ok",) else ""))
+    return rows, classes
+
+
+def failure_rows(data: ReportData) -> list[list]:
+    rows = []
+    for _, r in data.failed.iterrows():
+        raw = " ".join(text(r.get("failure_raw")).split())
+        rows.append([
+            str(int(r["number"])), text(r.get("config_label")), trial_state(r), failure_category(r),
+            text(r.get("failure_explanation")) or _unfinished_text(r), text(r.get("failure_hint")),
+            raw if len(raw) <= RAW_CHARS else raw[:RAW_CHARS] + "...",
+        ])
+    return rows
+
+
+def _unfinished_text(r) -> str:
+    state = r.get("state")
+    if state == "PRUNED":
+        return "the study stopped this trial early (pruned)"
+    if state in ("RUNNING", "WAITING") or truthy(r.get("interrupted")):
+        return "the run was interrupted while this trial ran; rerunning the command measures it again"
+    return ""
+
+
+def dimension_rows(data: ReportData) -> list[list]:
+    return [[r["dimension"], r["value"], str(r["trials"]), str(r["failed"]),
+             seconds(r["median_total_s"]), seconds(r["best_total_s"])] for r in data.dimension_values()]
