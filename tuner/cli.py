@@ -148,13 +148,12 @@ def _verdict_text(tuned: dict, out_dir) -> str:
 
             text += "\n" + format_thread_check(tuned["thread_check"])
         return text
+    from .config import CompileConfig
+
     cfg = tuned["config"]
     vs_plain = m.get("speedup_vs_plain_compile")
-    label = "/".join(str(cfg[k]) for k in ("target", "backend") if cfg.get(k)) + (
-        f"/{cfg['mode']}" if cfg.get("mode") else "")
     lines = [
-        f"verdict: compile with {label}" + (f" dynamic={cfg['dynamic']}" if cfg.get("dynamic") is not None else "")
-        + (" fullgraph" if cfg.get("fullgraph") else "") + "".join(f" {k}={v}" for k, v in cfg["options"].items()),
+        f"verdict: compile with {CompileConfig.from_dict(cfg).describe()}",
         f"  {m['speedup_vs_eager']:.2f}x faster steps than eager"
         + (f", {vs_plain:.2f}x vs plain torch.compile" if vs_plain else "")
         + f"; compile {m['compile_time_s']:.1f} s, pays off after {m['break_even_steps']} steps",

@@ -171,6 +171,7 @@ class DynamoLogCapture(logging.Handler):
         super().__init__(level=logging.DEBUG)
         self.breaks: dict[tuple[str, int, str], GraphBreak] = {}
         self.break_events = 0
+        self.library_breaks = 0
         self.recompiles: list[dict] = []
         self.recompile_limit_hit = False
 
@@ -182,6 +183,10 @@ class DynamoLogCapture(logging.Handler):
         if "recompile_limit" in message and "hit config" in message:
             self.recompile_limit_hit = True
         m = _BREAK_RE.match(message)
+        if m and _in_torch(m.group("file")):
+            # e.g. torch/optim's deliberate graph_break() calls: not the user's code to fix
+            self.library_breaks += 1
+            return
         if m:
             self.break_events += 1
             reason = _summarise_reason(m.group("reason"))
@@ -207,6 +212,12 @@ class DynamoLogCapture(logging.Handler):
 
     def __exit__(self, *exc) -> None:
         logging.getLogger("torch._dynamo").removeHandler(self)
+
+
+def _in_torch(file: str) -> bool:
+    import torch
+
+    return str(Path(file).resolve()).startswith(str(Path(torch.__file__).resolve().parent) + "/")
 
 
 def _summarise_reason(reason: str) -> str:

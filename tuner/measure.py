@@ -405,6 +405,7 @@ def _record_dynamo(rec: Recorder, logs: DynamoLogCapture) -> None:
         graphs=int(counters["stats"].get("unique_graphs", 0)),
         graph_breaks=len(logs.breaks),
         graph_break_events=logs.break_events,
+        library_graph_breaks=logs.library_breaks,
         graph_break_details=[vars(b) for b in logs.breaks.values()],
         recompiles=len(logs.recompiles),
         recompile_details=logs.recompiles[:50],

@@ -29,7 +29,7 @@ MEASUREMENT_ATTRS = (
     "compile_time_s", "first_call_s", "step_s", "eager_step_s", "speedup", "step_spread",
     "eager_step_spread", "round_ratios", "timed_steps", "peak_memory_mb", "eager_peak_memory_mb",
     "compile_peak_memory_mb", "steady_peak_memory_mb", "correct", "correctness_error", "graphs",
-    "graph_breaks", "graph_break_events", "graph_break_details", "recompiles", "recompile_details",
+    "graph_breaks", "graph_break_events", "library_graph_breaks", "graph_break_details", "recompiles", "recompile_details",
     "recompile_limit_hit", "recompile_time_s", "schedule_len", "schedule_step_s",
     "schedule_eager_step_s", "regions", "region_names", "trial_wall_s", "child_wall_s", "environment",
     "trace_dir", "compile_time_warm_s", "pruned_reason",
