@@ -32,7 +32,7 @@ MEASUREMENT_ATTRS = (
     "graph_breaks", "graph_break_events", "library_graph_breaks", "graph_break_details", "recompiles", "recompile_details",
     "recompile_limit_hit", "recompile_time_s", "schedule_len", "schedule_step_s",
     "schedule_eager_step_s", "regions", "region_names", "trial_wall_s", "child_wall_s", "environment",
-    "trace_dir", "compile_time_warm_s", "pruned_reason",
+    "trace_dir", "compile_time_warm_s", "pruned_reason", "child_import_s", "warm_compile_wall_s",
 )
 #: Settings that must not change when a study is resumed: they change what a score means.
 FIXED_SETTINGS = ("steps", "task", "device", "threads", "workload", "compile_cost")
@@ -219,7 +219,8 @@ class Tuner:
         warm = run_isolated(warm_spec, timeout=self.settings.trial_timeout, work_dir=self.work_dir, cache_dir=cache)
         if warm.get("status") != "ok":
             return {}
-        return {"compile_time_warm_s": max(0.0, float(warm["first_step_s"]) - float(result.get("step_s") or 0.0))}
+        return {"compile_time_warm_s": max(0.0, float(warm["first_step_s"]) - float(result.get("step_s") or 0.0)),
+                "warm_compile_wall_s": warm.get("trial_wall_s")}
 
     def baselines(self) -> Scoring:
         """Eager and plain ``torch.compile(model)`` are always measured first, once."""

@@ -1,0 +1,74 @@
+"""How much of the tuner's wall time is measurement, and where the rest goes.
+
+Runs one real tuning run and compares its wall time with the time spent inside trial processes
+measuring (compile + timing + checks), read back from the study:
+
+    python benchmarks/overhead.py [examples/mlp.py] [--space quick] [--trials 4]
+
+Target: wall time <= 1.10 x the in-trial measurement time. The rest is split into process
+start-up + imports (each trial is a fresh Python process that imports torch), the quick model
+check, and the parent's own work (Optuna storage, sampling, writing reports).
+"""
+from __future__ import annotations
+
+import argparse
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("workload", nargs="?", default="examples/mlp.py")
+    p.add_argument("--space", default="quick")
+    p.add_argument("--trials", type=int, default=4)
+    p.add_argument("--steps", type=int, default=100000)
+    p.add_argument("--check", action="store_true", help="include the model check (on by default in real runs)")
+    args = p.parse_args()
+    out = Path(tempfile.mkdtemp(prefix="overhead-"))
+    cmd = [sys.executable, "-m", "tuner", args.workload, "--space", args.space, "--trials", str(args.trials),
+           "--steps", str(args.steps), "--out", str(out), "--no-progress", "--confirm", "0", "--no-warm-start"]
+    if not args.check:
+        cmd.append("--no-check")
+    start = time.perf_counter()
+    subprocess.run(cmd, cwd=ROOT, check=True, capture_output=True)
+    wall = time.perf_counter() - start
+
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.load_study(study_name=Path(args.workload).stem, storage=f"sqlite:///{out / 'study.db'}")
+    measuring = imports = process = warm = 0.0
+    n = 0
+    for t in study.get_trials(deepcopy=False):
+        a = t.user_attrs
+        if a.get("duplicate_of") is not None or "trial_wall_s" not in a:
+            continue
+        n += 1
+        child, child_import = float(a.get("child_wall_s") or 0.0), float(a.get("child_import_s") or 0.0)
+        measuring += child - child_import
+        imports += child_import
+        process += float(a["trial_wall_s"]) - child
+        warm += float(a.get("warm_compile_wall_s") or 0.0)
+    check = (study.user_attrs.get("model_check") or {}).get("seconds", 0.0) if args.check else 0.0
+    parent = wall - measuring - imports - process - warm
+    print(f"run: {' '.join(cmd[2:])}")
+    print(f"trial processes: {n}; tuner wall time {wall:.1f} s")
+    print(f"  measuring inside trials (compile, timing, checks): {measuring:6.1f} s")
+    print(f"  warm-cache compile processes (part of the product): {warm:6.1f} s")
+    print(f"  imports inside trial processes (torch):            {imports:6.1f} s")
+    print(f"  process start-up and result hand-off:              {process:6.1f} s")
+    print(f"  parent: model check {check:.1f} s, storage, sampling, reports: {parent:6.1f} s")
+    measured = measuring + warm
+    print(f"wall / measurement = {wall / measured:.3f} (target <= 1.10)")
+    shutil.rmtree(out, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
