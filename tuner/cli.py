@@ -163,6 +163,10 @@ def _verdict_text(tuned: dict, out_dir) -> str:
         lo, hi = m.get("speedup_range") or (None, None)
         lines.append(f"  confirmed over {m['confirm_rounds']} interleaved rounds (speedup {lo:.2f}x-{hi:.2f}x): "
                      f"{m['reason']}")
+    regional = m.get("regional_compile")
+    if regional:
+        lines.append(f"  regional compile (blocks) vs whole model: {regional['blocks_compile_s']:.1f} s vs "
+                     f"{regional['whole_compile_s']:.1f} s to compile (median of {regional['pairs']} pair(s))")
     if m.get("warm_start_s") is not None:
         lines.append(f"  start: first step {m['cold_start_s']:.1f} s cold, {m['warm_start_s']:.1f} s warm with the "
                      f"compile cache saved beside the config ({m.get('compile_cache_mb', 0):.1f} MB)")

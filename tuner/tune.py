@@ -237,10 +237,34 @@ def pick_best(study, scoring: Scoring, device: str) -> TunedConfig:
     if started.get("config_key") == key:
         tuned = dataclasses.replace(tuned, measured={
             **tuned.measured, **{k: v for k, v in started.items() if k != "config_key"}})
+    regional = regional_saving(study)
+    if regional:
+        tuned = dataclasses.replace(tuned, measured={**tuned.measured, "regional_compile": regional})
     threads = study.user_attrs.get("thread_check") or {}
     if threads.get("config_key") == key:
         tuned = dataclasses.replace(tuned, thread_check={k: v for k, v in threads.items() if k != "config_key"})
     return tuned
+
+
+def regional_saving(study) -> dict | None:
+    """Compile time of regional (blocks) vs whole-model compiles of otherwise equal configs."""
+    from optuna.trial import TrialState
+
+    by_rest: dict[str, dict[str, float]] = {}
+    for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
+        cfg = t.user_attrs.get("config") or {}
+        if t.user_attrs.get("duplicate_of") is not None or cfg.get("target") not in ("whole", "blocks"):
+            continue
+        rest = CompileConfig.from_dict({**cfg, "target": "whole"}).key()
+        by_rest.setdefault(rest, {})[cfg["target"]] = float(t.user_attrs.get("compile_time_s") or 0.0)
+    pairs = [(v["whole"], v["blocks"]) for v in by_rest.values() if "whole" in v and "blocks" in v]
+    if not pairs:
+        return None
+    import statistics
+
+    whole, blocks = statistics.median(p[0] for p in pairs), statistics.median(p[1] for p in pairs)
+    return {"pairs": len(pairs), "whole_compile_s": round(whole, 3), "blocks_compile_s": round(blocks, 3),
+            "saving_s": round(whole - blocks, 3)}
 
 
 def _pick_best(study, scoring: Scoring, device: str) -> TunedConfig:
