@@ -466,6 +466,9 @@ def _cpu_name() -> str:
 
 
 def main(argv: list[str]) -> int:
+    from .workers import die_with_parent
+
+    die_with_parent()  # a trial outlives no killed tuner
     spec_path, out_path = Path(argv[0]), Path(argv[1])
     spec = TrialSpec(**json.loads(spec_path.read_text()))
     rec = Recorder(out_path)

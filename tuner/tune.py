@@ -16,6 +16,7 @@ from .errors import TunerError
 from .report import summary_table, trials_frame, write_trials_csv
 from .score import Scoring, break_even_steps
 from .space import load_space
+from .storage import HEARTBEAT_S, redact, scrub
 from .study import (ROLE_EAGER, ROLE_PLAIN, StudyRun, StudySettings, Tuner, check_settings, default_threads,
                     fail_stale_trials, has_repeated_blocks, open_study)
 from .workload import load_workload, validate_workload
@@ -44,6 +45,10 @@ class TuneOptions:
     rounds: int = 5
     progress: bool = True
     argv: list[str] = field(default_factory=list)
+    workers: int = 1
+    heartbeat: int = HEARTBEAT_S
+    worker_index: int | None = None
+    """Set in the processes ``--workers`` starts: they measure, the main process writes outputs."""
 
     def __post_init__(self) -> None:
         if self.trials < 0:
@@ -56,6 +61,10 @@ class TuneOptions:
             raise TunerError(f"--trial-timeout must be > 0 seconds, got {self.trial_timeout}")
         if self.threads is not None and self.threads < 1:
             raise TunerError(f"--threads must be >= 1, got {self.threads}")
+        if self.workers < 1:
+            raise TunerError(f"--workers must be >= 1, got {self.workers}")
+        if self.heartbeat < 1:
+            raise TunerError(f"--heartbeat must be >= 1 second, got {self.heartbeat}")
 
 
 @dataclass
@@ -93,31 +102,43 @@ def tune(opts: TuneOptions, log=print) -> TuneResult:
         workload=str(workload.path), task=opts.task, device=device, threads=threads, steps=opts.steps,
         trials=opts.trials, seed=opts.seed, trial_timeout=opts.trial_timeout, max_memory_mb=opts.max_memory_mb,
         measure_seconds=opts.measure_seconds, rounds=opts.rounds, space_name=opts.space,
+        heartbeat_s=opts.heartbeat,
     )
-    study = open_study(storage, opts.study_name or workload.name, opts.seed)
+    worker = opts.worker_index or 0
+    study = open_study(storage, opts.study_name or workload.name, opts.seed + worker, heartbeat=opts.heartbeat)
     check_settings(study, settings)
-    stale = fail_stale_trials(study) if storage.startswith("sqlite") else 0
-    study.set_user_attr("command", " ".join(opts.argv) if opts.argv else "")
+    stale = fail_stale_trials(study, opts.heartbeat)
     n_configs = len(space.configs())
-    log(f"compile-tune: {workload.name} ({opts.task}) on {device}, {threads} thread(s); space "
-        f"'{opts.space}' has {n_configs} configs; scoring {opts.steps:,} steps")
-    for note in space.skipped:
-        log(f"  skipped {note}")
+    if opts.worker_index is None:
+        study.set_user_attr("command", scrub(" ".join(opts.argv), storage) if opts.argv else "")
+        log(f"compile-tune: {workload.name} ({opts.task}) on {device}, {threads} thread(s); space "
+            f"'{opts.space}' has {n_configs} configs; scoring {opts.steps:,} steps; study "
+            f"'{study.study_name}' in {redact(storage)}")
+        for note in space.skipped:
+            log(f"  skipped {note}")
     sys.stdout.flush()
     if stale:
         log(f"  resumed: {stale} interrupted trial(s) will be measured again")
 
     progress = _Progress(opts.trials, enabled=opts.progress, log=log)
-    tuner = Tuner(study, space, settings, out_dir / "work", on_trial=progress.update)
+    tuner = Tuner(study, space, settings, out_dir / "work", on_trial=progress.update, worker=worker, log=log)
     run = StudyRun(study=study, scoring=None)  # type: ignore[arg-type]
     progress.start(tuner.search_done())
     try:
-        run.scoring = tuner.baselines()
-        tuner.search(run.scoring, run)
+        if opts.workers > 1:
+            from .workers import run_workers
+
+            run_workers(opts, device, tuner, run, progress)
+        else:
+            run.scoring = tuner.baselines()
+            tuner.search(run.scoring, run)
+            tuner.finish_baselines(run.scoring)
     except KeyboardInterrupt:
         run.interrupted = True
     finally:
         progress.close()
+    if opts.worker_index is not None:
+        return TuneResult(out_dir=out_dir, tuned=None, run=run, summary="")  # type: ignore[arg-type]
     if run.scoring is None:
         raise TunerError("interrupted before the eager baseline was measured", "run the same command again")
     tuned = pick_best(study, run.scoring, device)
@@ -215,6 +236,14 @@ class _Progress:
         if self.best:
             self.bar.set_postfix_str(f"best {self.best[0]:.1f}s {self.best[1]} ({self.best[2]:.2f}x)")
         self.bar.write(line)
+
+    def write(self, line: str) -> None:
+        (self.bar.write if self.bar is not None else self.log)(line)
+
+    def advance_to(self, done: int) -> None:
+        """Search trials finished so far (by any worker)."""
+        if self.bar is not None and min(done, self.total) > self.bar.n:
+            self.bar.update(min(done, self.total) - self.bar.n)
 
     def close(self) -> None:
         if self.bar is not None:
