@@ -91,6 +91,11 @@ def run_workers(opts, device: str, tuner, run, progress) -> None:
         for relay in relays:
             relay.join(timeout=5)
         _collect(opts, procs, tuner, run)
+    if run.scoring is None and 2 in [p.returncode for p in procs]:
+        from .errors import StudyError
+
+        raise StudyError("the workers stopped with an error before the eager baseline was measured",
+                         "see the [wN] error lines above; fix what they say and run the same command again")
 
 
 def _start(opts, index: int, env_extra: dict[str, str]) -> subprocess.Popen:
@@ -116,20 +121,21 @@ def _relay(proc: subprocess.Popen, prefix: str, say) -> None:
 
 
 def _stop(procs: list[subprocess.Popen]) -> None:
-    """Ctrl-C: workers in this terminal got SIGINT too; give them time to record it, then insist."""
-    deadline = time.time() + 2
-    for sig, wait in ((signal.SIGINT, 60), (signal.SIGKILL, 10)):
-        while time.time() < deadline and any(p.poll() is None for p in procs):
-            time.sleep(0.2)
-        for p in procs:
-            if p.poll() is None:
-                p.send_signal(sig)
-        deadline = time.time() + wait
+    """Ctrl-C: workers in this terminal got SIGINT too. Give them a moment to record it, then
+    repeat it (Python drops one that lands in a garbage-collector callback), then SIGKILL."""
+    start = time.time()
+    next_interrupt = start + 2
+    while any(p.poll() is None for p in procs) and time.time() - start < 60:
+        if time.time() >= next_interrupt:
+            for p in procs:
+                if p.poll() is None:
+                    p.send_signal(signal.SIGINT)
+            next_interrupt += 5
+        time.sleep(0.2)
     for p in procs:
-        try:
-            p.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            pass
+        if p.poll() is None:
+            p.kill()
+        p.wait()
 
 
 def _collect(opts, procs: list[subprocess.Popen], tuner, run) -> None:

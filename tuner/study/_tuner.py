@@ -270,7 +270,7 @@ class Tuner:
         from optuna.trial import TrialState
 
         for name, value in prior.user_attrs.items():
-            if name != "worker":
+            if name not in ("worker", "retry_of"):  # who and why measured it, not what was measured
                 trial.set_user_attr(name, value)
         trial.set_user_attr("role", ROLE_SEARCH)
         trial.set_user_attr("duplicate_of", prior.number)
