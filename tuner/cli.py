@@ -15,7 +15,7 @@ import warnings
 
 from . import __version__
 from .errors import TunerError
-from .storage import scrub
+from .storage import HEARTBEAT_S, scrub
 
 SUBCOMMANDS = ("show",)
 
@@ -44,7 +44,7 @@ def _tune_parser() -> argparse.ArgumentParser:
     p.add_argument("--study", dest="study_name", default=None, help="study name [model file name]")
     p.add_argument("--workers", type=int, default=1,
                    help="worker processes on this machine, one device each, all on one study [1]")
-    p.add_argument("--heartbeat", type=int, default=10,
+    p.add_argument("--heartbeat", type=int, default=HEARTBEAT_S,
                    help="seconds between heartbeats of a running trial; one silent for 6 of them is "
                         "failed and measured again by another worker [10]")
     p.add_argument("--seed", type=int, default=0, help="sampler seed [0]")
