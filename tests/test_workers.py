@@ -101,3 +101,19 @@ def test_a_worker_killed_mid_trial_is_found_by_its_heartbeat_and_its_config_meas
     trials = measured(study)
     assert [t.user_attrs["role"] for t in trials].count("search") == 3, "the study completes"
     assert not [t for t in study.trials if t.state.name == "RUNNING"], "nothing is left running"
+
+
+def test_each_worker_gets_one_visible_gpu_round_robin(monkeypatch):
+    from tuner.workers import device_plan
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,5")
+    envs, line = device_plan(3, "cuda")
+    assert [e["CUDA_VISIBLE_DEVICES"] for e in envs] == ["2", "5", "2"]
+    assert "w0: GPU 2, w1: GPU 5, w2: GPU 2" in line and "more workers than GPUs" in line
+
+
+def test_workers_on_a_cpu_are_told_they_share_the_cores():
+    from tuner.workers import device_plan
+
+    envs, line = device_plan(2, "cpu")
+    assert envs == [{}, {}] and "share this machine's" in line and "noisier" in line
