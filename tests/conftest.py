@@ -34,3 +34,28 @@ def run_cli(*args: str, cwd: Path | None = None, timeout: float = 600) -> subpro
 @pytest.fixture
 def cli():
     return run_cli
+
+
+#: Set by .ci/run, which starts a throwaway PostgreSQL server on loopback for the test session.
+POSTGRES_ENV = "COMPILE_TUNE_TEST_POSTGRES_URL"
+FAST = ["--measure-seconds", "0.5", "--steps", "1000", "--no-progress"]
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> str:
+    """A PostgreSQL database the tests may create studies in (each test uses fresh study names)."""
+    url = os.environ.get(POSTGRES_ENV)
+    if not url:
+        pytest.skip(f"{POSTGRES_ENV} is not set, so there is no PostgreSQL server to test against "
+                    "(.ci/run installs and starts one on loopback and sets it)")
+    return url
+
+
+def load_study(url: str, name: str):
+    """The study as a fresh process sees it (a plain Optuna client, not the tuner's objects)."""
+    import optuna
+
+    from tuner.storage import open_storage
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    return optuna.load_study(study_name=name, storage=open_storage(url))

@@ -17,6 +17,7 @@ import warnings
 
 from . import __version__
 from .errors import TunerError
+from .storage import HEARTBEAT_S, scrub
 
 SUBCOMMANDS = ("show", "check", "report")
 
@@ -39,8 +40,15 @@ def _tune_parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=int, default=None,
                    help="torch threads in every trial [half the CPUs, at least 1]")
     p.add_argument("--out", default=None, help="output folder [results/<model file name>]")
-    p.add_argument("--storage", default=None, help="Optuna storage URL [sqlite:///OUT/study.db]")
+    p.add_argument("--storage", default=None,
+                   help="study storage: sqlite:///PATH, postgresql://USER@HOST/DB or journal:///PATH; "
+                        "workers on one study share it [sqlite:///OUT/study.db]")
     p.add_argument("--study", dest="study_name", default=None, help="study name [model file name]")
+    p.add_argument("--workers", type=int, default=1,
+                   help="worker processes on this machine, one device each, all on one study [1]")
+    p.add_argument("--heartbeat", type=int, default=HEARTBEAT_S,
+                   help="seconds between heartbeats of a running trial; one silent for 6 of them is "
+                        "failed and measured again by another worker [10]")
     p.add_argument("--seed", type=int, default=0, help="sampler seed [0]")
     p.add_argument("--trial-timeout", type=float, default=900.0, help="seconds before a trial is killed [900]")
     p.add_argument("--max-memory", dest="max_memory_mb", type=float, default=None,
@@ -72,6 +80,7 @@ def _tune_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     verbose = "--verbose" in argv
+    secret = _storage_arg(argv)  # scrubbed from everything printed
     try:
         if argv and argv[0] == "show":
             return _show(argv[1:])
@@ -82,14 +91,28 @@ def main(argv: list[str] | None = None) -> int:
         return _tune(argv)
     except TunerError as exc:
         if verbose:
-            traceback.print_exc()
-        print(f"error: {exc.message}", file=sys.stderr)
+            print(scrub(traceback.format_exc(), secret), file=sys.stderr, end="")
+        print(f"error: {scrub(exc.message, secret)}", file=sys.stderr)
         if exc.hint:
             print(f"hint: {exc.hint}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except Exception:
+        if secret is None:
+            raise
+        print(scrub(traceback.format_exc(), secret), file=sys.stderr, end="")  # as Python would, minus the password
+        return 1
+
+
+def _storage_arg(argv: list[str]) -> str | None:
+    for i, arg in enumerate(argv):
+        if arg.startswith("--storage="):
+            return arg.split("=", 1)[1]
+        if arg == "--storage" and i + 1 < len(argv):
+            return argv[i + 1]
+    return None
 
 
 def _tune(argv: list[str]) -> int:
@@ -109,6 +132,11 @@ def _tune(argv: list[str]) -> int:
     print(_verdict_text(result.tuned.to_dict(), result.out_dir))
     for note in result.run.notes:
         print(f"note: {note}")
+    from .study import hardware_mismatch
+
+    mismatch = hardware_mismatch(result.run.study)
+    if mismatch:
+        print(f"warning: {mismatch}")
     return 130 if result.run.interrupted else 0
 
 

@@ -506,6 +506,9 @@ def _limit_memory(limit_mb: float | None) -> None:
 
 
 def main(argv: list[str]) -> int:
+    from .workers import die_with_parent
+
+    die_with_parent()  # a trial outlives no killed tuner
     spec_path, out_path = Path(argv[0]), Path(argv[1])
     spec = TrialSpec(**json.loads(spec_path.read_text()))
     rec = Recorder(out_path)

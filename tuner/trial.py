@@ -123,6 +123,7 @@ def _child_env(threads: int, cache: Path, extra: dict[str, str] | None) -> dict[
         OMP_NUM_THREADS=str(threads),
         MKL_NUM_THREADS=str(threads),
         PYTHONUNBUFFERED="1",
+        COMPILE_TUNE_PARENT_PID=str(os.getpid()),  # see workers.die_with_parent
     )
     # The child imports `tuner` from the same place as the parent.
     package_root = str(Path(__file__).resolve().parent.parent)

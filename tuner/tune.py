@@ -19,6 +19,7 @@ from .errors import TunerError
 from .report import open_saved_study, summary_table, trials_frame, write_reports, write_trials_csv
 from .score import Scoring, break_even_steps
 from .space import load_space
+from .storage import HEARTBEAT_S, redact, scrub
 from .study import (ROLE_EAGER, ROLE_PLAIN, StudyRun, StudySettings, Tuner, check_settings, default_threads,
                     fail_stale_trials, has_repeated_blocks, open_study, scoring_from_study)
 from .threads import check_threads
@@ -57,6 +58,10 @@ class TuneOptions:
     confirm_rounds: int = 3
     check_threads: int | None = None
     argv: list[str] = field(default_factory=list)
+    workers: int = 1
+    heartbeat: int = HEARTBEAT_S
+    worker_index: int | None = None
+    """Set in the processes ``--workers`` starts: they measure, the main process writes outputs."""
 
     def __post_init__(self) -> None:
         if self.trials < 0:
@@ -71,6 +76,10 @@ class TuneOptions:
             raise TunerError(f"--compile-cost must be cold or warm, got {self.compile_cost!r}")
         if self.threads is not None and self.threads < 1:
             raise TunerError(f"--threads must be >= 1, got {self.threads}")
+        if self.workers < 1:
+            raise TunerError(f"--workers must be >= 1, got {self.workers}")
+        if self.heartbeat < 1:
+            raise TunerError(f"--heartbeat must be >= 1 second, got {self.heartbeat}")
 
 
 @dataclass
@@ -110,37 +119,49 @@ def tune(opts: TuneOptions, log=print) -> TuneResult:
         measure_seconds=opts.measure_seconds, rounds=opts.rounds, space_name=opts.space,
         trace_dir=str(out_dir / "traces") if opts.trace else None, memory_limit_mb=opts.trial_memory_limit_mb,
         compile_cost=opts.compile_cost,
+        heartbeat_s=opts.heartbeat,
     )
-    study = open_study(storage, opts.study_name or workload.name, opts.seed)
+    worker = opts.worker_index or 0
+    study = open_study(storage, opts.study_name or workload.name, opts.seed + worker, heartbeat=opts.heartbeat)
     check_settings(study, settings)
-    stale = fail_stale_trials(study) if storage.startswith("sqlite") else 0
-    study.set_user_attr("command", " ".join(opts.argv) if opts.argv else "")
+    stale = fail_stale_trials(study, opts.heartbeat)
     n_configs = len(space.configs())
-    log(f"compile-tune: {workload.name} ({opts.task}) on {device}, {threads} thread(s); space "
-        f"'{opts.space}' has {n_configs} configs; scoring {opts.steps:,} steps")
-    for note in space.skipped:
-        log(f"  skipped {note}")
+    if opts.worker_index is None:
+        study.set_user_attr("command", scrub(" ".join(opts.argv), storage) if opts.argv else "")
+        log(f"compile-tune: {workload.name} ({opts.task}) on {device}, {threads} thread(s); space "
+            f"'{opts.space}' has {n_configs} configs; scoring {opts.steps:,} steps; study "
+            f"'{study.study_name}' in {redact(storage)}")
+        for note in space.skipped:
+            log(f"  skipped {note}")
     sys.stdout.flush()
     if stale:
         log(f"  resumed: {stale} interrupted trial(s) will be measured again")
 
-    if opts.check:
+    if opts.check and opts.worker_index is None:
         found = check_model(str(workload.path), opts.task, out_dir / "work", device, threads)
         log(format_check(found, workload.name))
         study.set_user_attr("model_check", found)
         sys.stdout.flush()
 
     progress = _Progress(opts.trials, enabled=opts.progress, log=log)
-    tuner = Tuner(study, space, settings, out_dir / "work", on_trial=progress.update)
+    tuner = Tuner(study, space, settings, out_dir / "work", on_trial=progress.update, worker=worker, log=log)
     run = StudyRun(study=study, scoring=None)  # type: ignore[arg-type]
     progress.start(tuner.search_done())
     try:
-        run.scoring = tuner.baselines()
-        tuner.search(run.scoring, run)
+        if opts.workers > 1:
+            from .workers import run_workers
+
+            run_workers(opts, device, tuner, run, progress)
+        else:
+            run.scoring = tuner.baselines()
+            tuner.search(run.scoring, run)
+            tuner.finish_baselines(run.scoring)
     except KeyboardInterrupt:
         run.interrupted = True
     finally:
         progress.close()
+    if opts.worker_index is not None:
+        return TuneResult(out_dir=out_dir, tuned=None, run=run, summary="")  # type: ignore[arg-type]
     if run.scoring is None:
         raise TunerError("interrupted before the eager baseline was measured", "run the same command again")
     if not run.interrupted:
@@ -410,6 +431,14 @@ class _Progress:
         if self.best:
             self.bar.set_postfix_str(f"best {self.best[0]:.1f}s {self.best[1]} ({self.best[2]:.2f}x)")
         self.bar.write(line)
+
+    def write(self, line: str) -> None:
+        (self.bar.write if self.bar is not None else self.log)(line)
+
+    def advance_to(self, done: int) -> None:
+        """Search trials finished so far (by any worker)."""
+        if self.bar is not None and min(done, self.total) > self.bar.n:
+            self.bar.update(min(done, self.total) - self.bar.n)
 
     def close(self) -> None:
         if self.bar is not None:

@@ -29,19 +29,26 @@ def open_saved_study(out_dir: str | Path, storage: str | None = None, study_name
         storage = default_storage(out_dir)
     import optuna
 
+    from ..storage import open_storage, redact, scrub
+
     optuna.logging.set_verbosity(optuna.logging.WARNING)
+    shown = redact(storage)
     try:
-        names = optuna.get_all_study_names(storage)
+        backend = open_storage(storage)
+        names = [s.study_name for s in backend.get_all_studies()]
+    except TunerError:
+        raise
     except Exception as exc:  # a bad URL or an unreadable file: optuna raises many types
-        raise TunerError(f"cannot read the study storage {storage}: {str(exc).splitlines()[0] if str(exc) else exc!r}",
+        message = scrub(str(exc).splitlines()[0] if str(exc) else repr(exc), storage)
+        raise TunerError(f"cannot read the study storage {shown}: {message}",
                          "check the --storage URL or the study.db file") from exc
     if study_name is None:
         if len(names) != 1:
             listed = ", ".join(sorted(names)) or "none"
-            raise StudyError(f"{storage} holds {len(names)} studies ({listed})", "pick one with --study NAME")
+            raise StudyError(f"{shown} holds {len(names)} studies ({listed})", "pick one with --study NAME")
         study_name = names[0]
     elif study_name not in names:
-        raise StudyError(f"no study named {study_name!r} in {storage} (it has: {', '.join(sorted(names)) or 'none'})",
+        raise StudyError(f"no study named {study_name!r} in {shown} (it has: {', '.join(sorted(names)) or 'none'})",
                          "use one of the listed names with --study")
     # Reading needs no sampler: load_study's default one is never asked for a trial here.
-    return optuna.load_study(study_name=study_name, storage=storage)
+    return optuna.load_study(study_name=study_name, storage=backend)

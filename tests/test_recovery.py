@@ -1,0 +1,87 @@
+"""SIGKILL at any moment, run the same command again: nothing finished is lost or repeated."""
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pandas as pd
+import pytest
+from optuna.trial import TrialState
+
+from conftest import FAST, ROOT, SPACES, WORKLOADS, load_study
+
+
+def measured(study):
+    return [t for t in study.get_trials(deepcopy=False)
+            if t.state in (TrialState.COMPLETE, TrialState.FAIL) and t.user_attrs.get("duplicate_of") is None
+            and not t.user_attrs.get("interrupted")]
+
+
+def alive(pid: str) -> bool:
+    try:
+        return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.fixture(params=["sqlite", "postgresql", "journal"])
+def storage(request, tmp_path):
+    """(URL or None for the default, study name) for each kind of storage."""
+    name = f"resume-{os.getpid()}-{time.time_ns()}"
+    if request.param == "sqlite":
+        return None, f"sqlite:///{tmp_path / 'blocks' / 'study.db'}", name
+    if request.param == "journal":
+        url = f"journal:///{tmp_path}/shared/study.log"
+        return url, url, name
+    url = request.getfixturevalue("postgres_url")
+    return url, url, name
+
+
+def test_sigkill_of_a_run_then_the_same_command_keeps_every_finished_trial(storage, tmp_path):
+    flag, url, name = storage
+    args = [sys.executable, "-m", "tuner", str(WORKLOADS / "blocks.py"), "--space", str(SPACES / "logic.yaml"),
+            "--trials", "2", "--out", str(tmp_path / "blocks"), "--study", name, *FAST]
+    args += ["--storage", flag] if flag else []
+    proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    victim = None
+    deadline = time.time() + 300
+    while victim is None and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.5)
+        try:
+            trials = load_study(url, name).get_trials(deepcopy=False)
+        except Exception:  # the storage is not created yet
+            continue
+        searched = [t for t in trials if t.user_attrs.get("role") == "search"]
+        if any(t.state == TrialState.COMPLETE for t in searched):
+            victim = next((t for t in searched if t.state == TrialState.RUNNING and t.user_attrs.get("config_key")), None)
+    assert victim is not None, "one search trial finished and another runs"
+    time.sleep(1)  # inside the measurement
+    child = subprocess.run(["pgrep", "-P", str(proc.pid), "-f", "tuner.measure"], capture_output=True, text=True)
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=60)
+    assert child.stdout.split(), "a trial process was measuring"
+    for pid in child.stdout.split():  # the trial process dies with its tuner
+        for _ in range(60):
+            if not alive(pid):
+                break
+            time.sleep(0.5)
+        else:
+            pytest.fail(f"trial process {pid} outlived its killed tuner")
+    before = {t.number: t for t in measured(load_study(url, name))}
+
+    again = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    assert "resumed: 1 interrupted trial(s) will be measured again" in again.stdout
+    study = load_study(url, name)
+    after = {t.number: t for t in measured(study)}
+    for number, t in before.items():
+        assert after[number].user_attrs == t.user_attrs and after[number].state == t.state, "finished trials intact"
+    keys = [t.user_attrs["config_key"] for t in after.values()]
+    assert len(keys) == len(set(keys)), "no config measured twice"
+    assert [t.user_attrs["role"] for t in after.values()].count("search") == 2
+    killed = study.trials[victim.number]
+    assert killed.state == TrialState.FAIL and "is gone" in killed.user_attrs["failure_explanation"]
+    assert any(t.user_attrs.get("retry_of") == victim.number for t in after.values()), "measured again"
+    frame = pd.read_csv(tmp_path / "blocks" / "trials.csv")
+    assert set(frame["number"]) == {t.number for t in study.trials}, "outputs rebuilt from the storage"

@@ -1,0 +1,59 @@
+"""What a trial stores: its role, its config and the measurements, as Optuna user attributes."""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from ..config import CompileConfig
+from ..score import Scoring
+
+ROLE_EAGER, ROLE_PLAIN, ROLE_SEARCH = "eager", "plain", "search"
+
+#: Measurements copied from the child's result into trial user attributes.
+MEASUREMENT_ATTRS = (
+    "compile_time_s", "first_call_s", "step_s", "eager_step_s", "speedup", "step_spread",
+    "eager_step_spread", "round_ratios", "timed_steps", "peak_memory_mb", "eager_peak_memory_mb",
+    "compile_peak_memory_mb", "steady_peak_memory_mb", "correct", "correctness_error", "graphs",
+    "graph_breaks", "graph_break_events", "library_graph_breaks", "graph_break_details", "recompiles",
+    "recompile_details", "recompile_limit_hit", "recompile_time_s", "schedule_len", "schedule_step_s",
+    "schedule_eager_step_s", "regions", "region_names", "trial_wall_s", "child_wall_s", "environment",
+    "trace_dir", "compile_time_warm_s", "pruned_reason", "child_import_s", "warm_compile_wall_s",
+)
+
+
+def trial_attrs(config: CompileConfig, role: str, result: dict, scoring: Scoring | None) -> dict:
+    attrs: dict[str, Any] = {
+        "role": role,
+        "config": config.to_dict(),
+        "config_key": config.key(),
+        "config_label": config.describe(),
+        "status": result.get("status", "failed"),
+    }
+    for name in MEASUREMENT_ATTRS:
+        if name in result and result[name] is not None:
+            attrs[name] = _finite(result[name])
+    fail = result.get("failure")
+    if fail:
+        attrs.update(
+            failure_category=fail["category"], failure_explanation=fail["explanation"],
+            failure_hint=fail["hint"], failure_raw=fail["raw"], log_tail=result.get("log_tail", "")[-1500:],
+        )
+    if result.get("pruned_reason"):
+        attrs["pruned_reason"] = result["pruned_reason"]
+    if scoring is not None and attrs["status"] == "ok":
+        attrs["step_time_s"] = scoring.step_time(result)
+        attrs["total_time_s"] = scoring.total_time(result)
+        if scoring.max_memory_mb is not None:
+            attrs["memory_excess_mb"] = max(0.0, float(result.get("peak_memory_mb") or 0.0) - scoring.max_memory_mb)
+    return attrs
+
+
+def _finite(value):
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def is_void(trial) -> bool:
+    """A trial that measured nothing: a lost claim, a repeat, or one whose worker died."""
+    return bool(trial.user_attrs.get("duplicate_of") is not None or trial.user_attrs.get("interrupted"))

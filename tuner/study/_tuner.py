@@ -1,0 +1,328 @@
+"""One worker's run: baselines first, then the search, with no config measured twice.
+
+Any number of workers may run a :class:`Tuner` on one study at once (``--workers``, or the same
+command on several machines): a worker claims a baseline or a config with a running trial
+before measuring it, the others see the claim and measure something else, and a claim whose
+worker died (no heartbeat, see ``tuner.storage``) is failed and queued again.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import random
+import shutil
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from ..config import EAGER, PLAIN_COMPILE, CompileConfig
+from ..errors import StudyError
+from ..measure import TrialSpec
+from ..score import Scoring
+from ..space import SearchSpace
+from ..storage import OWNER_ATTR, Heartbeat, owner, worker_label
+from ..trial import run_isolated
+from ._attrs import ROLE_EAGER, ROLE_PLAIN, ROLE_SEARCH, is_void, trial_attrs
+from ._recovery import fail_stale_trials, mark_interrupted, requeue
+from ._settings import StudyRun, StudySettings
+
+#: Consecutive duplicate suggestions before we hand the sampler an unmeasured config.
+MAX_DUPLICATE_STREAK = 3
+
+
+class Tuner:
+    """Runs baselines and the search for one workload into one Optuna study.
+
+    Several Tuners (processes, machines) may share the study; ``worker`` numbers the local ones
+    so their samplers start apart.
+    """
+
+    def __init__(self, study, space: SearchSpace, settings: StudySettings, work_dir: Path,
+                 on_trial: Callable[[dict], None] | None = None, worker: int = 0,
+                 log: Callable[[str], None] = print) -> None:
+        self.study, self.space, self.settings, self.work_dir = study, space, settings, work_dir
+        self.on_trial = on_trial or (lambda attrs: None)
+        self.log = log
+        self._rng = random.Random(settings.seed + worker)
+        self.poll_s = min(2.0, float(settings.heartbeat_s))
+
+    # -- measuring
+
+    def measure(self, config: CompileConfig, label: str = "trial", compile_budget_s: float | None = None,
+                warm: bool = True) -> dict:
+        """One isolated trial of ``config``; with ``warm``, inductor configs also get their warm
+        (cache kept) compile time measured in a second process. ``label`` names its trace."""
+        s = self.settings
+        spec = TrialSpec(
+            workload=str(Path(s.workload).resolve()), config=config.to_dict(), task=s.task, device=s.device,
+            threads=s.threads, seed=s.seed, measure_seconds=s.measure_seconds, rounds=s.rounds,
+            memory_limit_mb=s.memory_limit_mb,
+        )
+        env = {}
+        if s.trace_dir and config.compiles:
+            # TORCH_TRACE: the structured compile trace that PyTorch's tlparse renders.
+            env["TORCH_TRACE"] = str((Path(s.trace_dir) / label).resolve())
+        warm = warm and config.compiles and config.backend == "inductor"
+        result = run_isolated(spec, timeout=s.trial_timeout, work_dir=self.work_dir, env_extra=env,
+                              keep_cache=warm, compile_budget_s=compile_budget_s)
+        if env:
+            result["trace_dir"] = env["TORCH_TRACE"]
+        if result.get("cache_dir"):
+            cache = Path(result.pop("cache_dir"))
+            if result.get("status") == "ok":
+                result.update(self._warm_compile(spec, cache, result))
+            shutil.rmtree(cache, ignore_errors=True)
+        return result
+
+    def _warm_compile(self, spec: TrialSpec, cache: Path, result: dict) -> dict:
+        """The same config compiled again in a fresh process that finds the trial's cache: what
+        a restart costs a user who keeps the cache."""
+        warm = run_isolated(dataclasses.replace(spec, mode="startup"), timeout=self.settings.trial_timeout,
+                            work_dir=self.work_dir, cache_dir=cache)
+        if warm.get("status") != "ok":
+            return {}
+        return {"compile_time_warm_s": max(0.0, float(warm["first_step_s"]) - float(result.get("step_s") or 0.0)),
+                "warm_compile_wall_s": warm.get("trial_wall_s")}
+
+    def _best_total(self) -> float | None:
+        """The best total time so far (eager included): the compile budget of the next trial."""
+        from optuna.trial import TrialState
+
+        values = [t.value for t in self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+                  if t.value is not None]
+        return min(values) if values else None
+
+    def recover(self) -> int:
+        """Fail and queue again the trials of workers that stopped beating."""
+        return fail_stale_trials(self.study, self.settings.heartbeat_s, local_processes=False)
+
+    def _finish(self, trial_id: int, attrs: dict, value: float | None, pruned: bool = False) -> bool:
+        """Store a measurement; False when another worker declared the trial dead meanwhile."""
+        from optuna.exceptions import UpdateFinishedTrialError
+        from optuna.trial import TrialState
+
+        storage = self.study._storage
+        number = storage.get_trial_number_from_id(trial_id)
+        try:
+            for name, v in attrs.items():
+                storage.set_trial_user_attr(trial_id, name, v)
+            if value is None:
+                self.study.tell(number, state=TrialState.PRUNED if pruned else TrialState.FAIL)
+            else:
+                self.study.tell(number, value)
+            return True
+        except (UpdateFinishedTrialError, ValueError):
+            if storage.get_trial(trial_id).state == TrialState.RUNNING:
+                raise  # not a lost claim: a real error
+        self.log(f"  trial #{number} ({attrs.get('config_label')}) was declared dead by another worker "
+                 f"(heartbeat missed); its result is dropped and its config measured again")
+        return False
+
+    def _interruptible(self, trial_id: int, config: CompileConfig, label: str,
+                       compile_budget_s: float | None = None) -> dict:
+        try:
+            return self.measure(config, label, compile_budget_s)
+        except KeyboardInterrupt:
+            if mark_interrupted(self.study, trial_id, "interrupted (Ctrl-C)"):
+                requeue(self.study, self.study._storage.get_trial(trial_id))
+            raise
+
+    # -- baselines
+
+    def baselines(self) -> Scoring:
+        """Eager and plain ``torch.compile(model)`` are measured first, once, by one worker.
+
+        Other workers wait for eager (every score needs its step time), not for plain.
+        """
+        self._baseline(ROLE_EAGER, EAGER, None, wait=True)
+        scoring = self._scoring(float(self.study.user_attrs["eager_step_s"]))
+        self._baseline(ROLE_PLAIN, PLAIN_COMPILE, scoring, wait=False)
+        return scoring
+
+    def finish_baselines(self, scoring: Scoring) -> None:
+        """After the search: plain must be measured, also when the worker that claimed it died."""
+        self._baseline(ROLE_PLAIN, PLAIN_COMPILE, scoring, wait=True)
+
+    def _baseline(self, role: str, config: CompileConfig, scoring: Scoring | None, wait: bool) -> None:
+        while True:
+            self.recover()
+            state = self._baseline_state(role)
+            if state == "done" or (state == "claimed" and not wait):
+                return
+            if state == "claimed":
+                time.sleep(self.poll_s)
+                continue
+            trial_id = self._claim_baseline(role, config)
+            if trial_id is not None:
+                with Heartbeat(self.study._storage, trial_id, self.settings.heartbeat_s):
+                    if self._measure_baseline(trial_id, role, config, scoring):
+                        return
+
+    def _baseline_state(self, role: str, mine: int | None = None) -> str:
+        """``done``, ``claimed`` (running elsewhere, or claimed before ``mine``) or ``free``."""
+        from optuna.trial import TrialState
+
+        trials = [t for t in self.study.get_trials(deepcopy=False)
+                  if t.user_attrs.get("role") == role and not is_void(t) and t._trial_id != mine]
+        if any(t.state == TrialState.COMPLETE or (t.state == TrialState.FAIL and role == ROLE_PLAIN)
+               for t in trials):
+            return "done"
+        mine_number = self.study._storage.get_trial_number_from_id(mine) if mine is not None else math.inf
+        if any(t.state == TrialState.RUNNING and t.number < mine_number for t in trials):
+            return "claimed"
+        return "free"
+
+    def _claim_baseline(self, role: str, config: CompileConfig) -> int | None:
+        """A running trial that says "I measure this"; None when another worker got there first."""
+        import optuna
+        from optuna.trial import TrialState
+
+        template = optuna.trial.create_trial(
+            state=TrialState.RUNNING, system_attrs={OWNER_ATTR: owner()},
+            user_attrs={"role": role, "config_key": config.key(), "config_label": config.describe(),
+                        "worker": worker_label()})
+        trial_id = self.study._storage.create_new_trial(self.study._study_id, template_trial=template)
+        rival = self._baseline_state(role, mine=trial_id)
+        if rival == "free":
+            return trial_id
+        self._yield(trial_id)
+        return None
+
+    def _yield(self, trial_id: int, to: int | None = None) -> None:
+        """Give up a claim that another worker made first (it stays in the study as a duplicate)."""
+        from optuna.trial import TrialState
+
+        storage = self.study._storage
+        if to is None:
+            role = storage.get_trial(trial_id).user_attrs.get("role")
+            same = [t for t in self.study.get_trials(deepcopy=False)
+                    if t.user_attrs.get("role") == role and not is_void(t) and t._trial_id != trial_id]
+            to = min(t.number for t in same)
+        storage.set_trial_user_attr(trial_id, "duplicate_of", to)
+        storage.set_trial_state_values(trial_id, TrialState.FAIL)
+
+    def _measure_baseline(self, trial_id: int, role: str, config: CompileConfig, scoring: Scoring | None) -> bool:
+        result = self._interruptible(trial_id, config, role)
+        if role == ROLE_EAGER:
+            if result.get("status") != "ok":
+                self._finish(trial_id, trial_attrs(config, role, result, None), None)
+                fail = result.get("failure") or {}
+                raise StudyError(
+                    f"the eager baseline failed: {fail.get('raw', 'no result')}",
+                    "make the model run eagerly on its example inputs first",
+                )
+            eager_step = float(result["eager_step_s"])
+            scoring = self._scoring(eager_step)
+            attrs = trial_attrs(EAGER, ROLE_EAGER, result, scoring)
+            attrs.update(speedup=1.0, compile_time_s=0.0, step_time_s=eager_step, total_time_s=scoring.eager_total)
+            # Before the trial completes: workers waiting for eager read it as soon as it does.
+            self.study.set_user_attr("eager_step_s", eager_step)
+        else:
+            attrs = trial_attrs(config, role, result, scoring)
+        attrs["worker"] = worker_label()
+        if not self._finish(trial_id, attrs, attrs["total_time_s"] if attrs["status"] == "ok" else None):
+            return False
+        self.on_trial(attrs)
+        return True
+
+    def _scoring(self, eager_step: float) -> Scoring:
+        return Scoring(steps=self.settings.steps, eager_step_s=eager_step, max_memory_mb=self.settings.max_memory_mb,
+                       compile_cost=self.settings.compile_cost)
+
+    # -- searching
+
+    def measured_by_key(self, trials: list | None = None) -> dict[str, Any]:
+        from optuna.trial import TrialState
+
+        out = {}
+        for t in self.study.get_trials(deepcopy=False) if trials is None else trials:
+            key = t.user_attrs.get("config_key")
+            if key and not is_void(t) and t.state in (TrialState.COMPLETE, TrialState.FAIL, TrialState.PRUNED):
+                out.setdefault(key, t)
+        return out
+
+    def search_done(self, trials: list | None = None) -> int:
+        return sum(1 for t in self.measured_by_key(trials).values() if t.user_attrs.get("role") == ROLE_SEARCH)
+
+    def search(self, scoring: Scoring, run: StudyRun) -> None:
+        from optuna.trial import TrialState
+
+        all_keys = {c.key() for c in self.space.configs()}
+        streak = 0
+        while True:
+            self.recover()
+            trials = self.study.get_trials(deepcopy=False)
+            measured = self.measured_by_key(trials)
+            done = self.search_done(trials)
+            running = {t.user_attrs["config_key"] for t in trials if t.state == TrialState.RUNNING
+                       and t.user_attrs.get("role") == ROLE_SEARCH and t.user_attrs.get("config_key")}
+            if done >= self.settings.trials:
+                break
+            unmeasured = sorted(all_keys - set(measured) - running)
+            if not unmeasured and not running:
+                run.exhausted = True
+                break
+            if not unmeasured or done + len(running) >= self.settings.trials:
+                time.sleep(self.poll_s)  # the last configs are being measured by other workers
+                continue
+            if streak >= MAX_DUPLICATE_STREAK:
+                # The sampler keeps proposing measured configs: hand it a fresh one.
+                pick = self._rng.choice(unmeasured)
+                cfg = next(c for c in self.space.configs() if c.key() == pick)
+                self.study.enqueue_trial(self.space.params_for(cfg), skip_if_exists=False)
+                streak = 0
+            streak = 0 if self._search_trial(scoring, run) else streak + 1
+
+    def _search_trial(self, scoring: Scoring, run: StudyRun) -> bool:
+        """Ask for a config and measure it; False when it was measured or claimed already."""
+        storage = self.study._storage
+        trial = self.study.ask()
+        storage.set_trial_system_attr(trial._trial_id, OWNER_ATTR, owner())
+        with Heartbeat(storage, trial._trial_id, self.settings.heartbeat_s):
+            config = self.space.suggest(trial)
+            key = config.key()
+            for name, value in (("role", ROLE_SEARCH), ("config_key", key), ("config_label", config.describe()),
+                                ("worker", worker_label())):
+                trial.set_user_attr(name, value)
+            # Read after our claim is visible: of two workers on one config, both see the
+            # other's claim or one sees none; the lower trial number keeps it.
+            trials = self.study.get_trials(deepcopy=False)
+            prior = self.measured_by_key(trials).get(key)
+            if prior is not None:
+                self._copy_duplicate(trial, prior)
+                run.duplicates += 1
+                return False
+            rival = min((t.number for t in trials if t.number < trial.number and _claims(t, key)), default=None)
+            if rival is not None:
+                self._yield(trial._trial_id, to=rival)
+                run.duplicates += 1
+                return False
+            result = self._interruptible(trial._trial_id, config, f"trial-{trial.number}", self._best_total())
+            attrs = trial_attrs(config, ROLE_SEARCH, result, scoring)
+            attrs["worker"] = worker_label()
+            value = attrs["total_time_s"] if attrs["status"] == "ok" else None
+            if self._finish(trial._trial_id, attrs, value, pruned=attrs["status"] == "pruned"):
+                run.measured += 1
+                self.on_trial(attrs)
+            return True
+
+    def _copy_duplicate(self, trial, prior) -> None:
+        """Tell the sampler what a repeated config measured, without measuring it again."""
+        from optuna.trial import TrialState
+
+        for name, value in prior.user_attrs.items():
+            if name not in ("worker", "retry_of"):  # who and why measured it, not what was measured
+                trial.set_user_attr(name, value)
+        trial.set_user_attr("role", ROLE_SEARCH)
+        trial.set_user_attr("duplicate_of", prior.number)
+        if prior.state == TrialState.COMPLETE:
+            self.study.tell(trial, prior.value)
+        else:
+            self.study.tell(trial, state=prior.state)
+
+
+def _claims(trial, key: str) -> bool:
+    from optuna.trial import TrialState
+
+    return (trial.state == TrialState.RUNNING and trial.user_attrs.get("role") == ROLE_SEARCH
+            and trial.user_attrs.get("config_key") == key)
