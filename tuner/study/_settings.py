@@ -54,20 +54,31 @@ def open_study(storage: str, name: str, seed: int, create: bool = True, heartbea
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    sampler = optuna.samplers.TPESampler(
-        seed=seed,
-        n_startup_trials=5,
-        # Constant liar: with several workers, running trials count as bad, so two workers are
-        # not handed the same config at once.
-        constant_liar=True,
-        constraints_func=_memory_constraint,
-    )
+    sampler = make_sampler(seed)
     backend = open_storage(storage, heartbeat)
     if not create:
         return optuna.load_study(study_name=name, storage=backend, sampler=sampler)
     return optuna.create_study(
         study_name=name, storage=backend, sampler=sampler, direction="minimize", load_if_exists=True
     )
+
+
+def make_sampler(seed: int):
+    """The study's sampler: seeded TPE. benchmarks/search_quality.py replays it."""
+    import warnings
+
+    import optuna
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # constraints_func: still the documented API
+        return optuna.samplers.TPESampler(
+            seed=seed,
+            n_startup_trials=5,
+            # Constant liar: with several workers, running trials count as bad, so two workers are
+            # not handed the same config at once.
+            constant_liar=True,
+            constraints_func=_memory_constraint,
+        )
 
 
 def _memory_constraint(trial) -> list[float]:
