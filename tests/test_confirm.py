@@ -61,3 +61,28 @@ def test_confirmed_figures_and_spread_land_in_best_config(tmp_path, cli, workloa
     assert lo <= m["speedup_vs_eager"] <= hi and lo > 1.5
     assert m["total_time_range_s"][0] <= m["total_time_s"] <= m["total_time_range_s"][1]
     assert "confirmed over 2 interleaved rounds" in proc.stdout
+
+
+def test_pareto_front_and_its_knee():
+    from tuner.tune import knee, pareto_front
+
+    points = [(100.0, 50.0, "eager"), (80.0, 200.0, "fast-fat"), (85.0, 90.0, "knee"), (90.0, 95.0, "dominated"),
+              (120.0, 40.0, "slow-lean")]
+    front = pareto_front(points)
+    assert [p[2] for p in front] == ["fast-fat", "knee", "eager", "slow-lean"]
+    assert knee(front)[2] == "knee"
+
+
+def test_pareto_objective_picks_the_knee_from_a_real_study(tmp_path):
+    from studies import mixed_study
+
+    from tuner.study import scoring_from_study
+    from tuner.tune import pick_best
+
+    study = mixed_study(tmp_path / "study.db")
+    study.set_user_attr("objective", "pareto")
+    tuned = pick_best(study, scoring_from_study(study), "cpu")
+    front = tuned.measured["pareto_front"]
+    assert len(front) >= 1 and "knee" in tuned.measured["reason"]
+    totals = [p["total_time_s"] for p in front]
+    assert totals == sorted(totals)

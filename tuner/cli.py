@@ -60,6 +60,8 @@ def _tune_parser() -> argparse.ArgumentParser:
                    help="hard cap in MB on each trial's data memory; allocations beyond it fail the trial")
     p.add_argument("--compile-cost", choices=("cold", "warm"), default="cold",
                    help="score the compile time of a first run (cold) or of a restart with the cache kept (warm) [cold]")
+    p.add_argument("--objective", choices=("time", "pareto"), default="time",
+                   help="time: fastest total time; pareto: the knee of the time/peak-memory Pareto front [time]")
     p.add_argument("--confirm", type=int, default=3, metavar="K",
                    help="re-measure the top K configs with eager and plain compile before deciding; 0 skips [3]")
     p.add_argument("--confirm-rounds", type=int, default=3, help="interleaved rounds for --confirm [3]")

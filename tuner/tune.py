@@ -54,6 +54,7 @@ class TuneOptions:
     check: bool = True
     warm_start: bool = True
     compile_cost: str = "cold"
+    objective: str = "time"
     confirm: int = 3
     confirm_rounds: int = 3
     check_threads: int | None = None
@@ -72,6 +73,8 @@ class TuneOptions:
             raise TunerError(f"--task must be infer or train, got {self.task!r}")
         if self.trial_timeout <= 0:
             raise TunerError(f"--trial-timeout must be > 0 seconds, got {self.trial_timeout}")
+        if self.objective not in ("time", "pareto"):
+            raise TunerError(f"--objective must be time or pareto, got {self.objective!r}")
         if self.compile_cost not in ("cold", "warm"):
             raise TunerError(f"--compile-cost must be cold or warm, got {self.compile_cost!r}")
         if self.threads is not None and self.threads < 1:
@@ -164,7 +167,8 @@ def tune(opts: TuneOptions, log=print) -> TuneResult:
         return TuneResult(out_dir=out_dir, tuned=None, run=run, summary="")  # type: ignore[arg-type]
     if run.scoring is None:
         raise TunerError("interrupted before the eager baseline was measured", "run the same command again")
-    if not run.interrupted:
+    study.set_user_attr("objective", opts.objective)
+    if not run.interrupted and opts.objective == "time":
         try:
             confirm_finalists(study, run.scoring, tuner, opts.confirm, opts.confirm_rounds, log)
         except KeyboardInterrupt:
@@ -289,15 +293,24 @@ def regional_saving(study) -> dict | None:
 
 
 def _pick_best(study, scoring: Scoring, device: str) -> TunedConfig:
-    eager, plain, candidates = _ranked(study, scoring)
-    best = candidates[0] if candidates else None
+    eager, _, candidates = _ranked(study, scoring)
     tuned_on = dict(eager.user_attrs.get("environment") or {})
     tuned_on.update(device=device, date=_measured_on(study), steps=scoring.steps,
                     task=study.user_attrs.get("settings", {}).get("task"))
+    if study.user_attrs.get("objective") == "pareto":
+        return _pick_pareto(study, scoring, eager, candidates, tuned_on)
     confirmation = study.user_attrs.get("confirmation")
     if confirmation and confirmation.get("finalist_keys") == sorted(
             c.key() for c in finalist_configs(study, scoring, len(confirmation["finalist_keys"]))):
-        return _from_confirmation(confirmation, scoring, tuned_on)
+        return _from_confirmation(confirmation, scoring, tuned_on, study)
+    return _pick_time(study, scoring, eager, candidates, tuned_on)
+
+
+def _pick_time(study, scoring: Scoring, eager, candidates, tuned_on: dict) -> TunedConfig:
+    """The fastest of ``candidates`` (best first), if it beats eager on total time."""
+    best = candidates[0] if candidates else None
+    plain = next((t for t in study.get_trials(deepcopy=False) if t.user_attrs.get("role") == ROLE_PLAIN
+                  and t.state.name == "COMPLETE" and t.user_attrs.get("duplicate_of") is None), None)
     eager_total = eager.value
     if best is None or best.value >= eager_total:
         measured = {"eager_step_time_ms": scoring.eager_step_s * 1e3, "total_time_s": eager_total,
@@ -327,7 +340,47 @@ def _pick_best(study, scoring: Scoring, device: str) -> TunedConfig:
     return TunedConfig(CompileConfig.from_dict(a["config"]), "compile", _rounded(measured), tuned_on)
 
 
-def _from_confirmation(decision: dict, scoring: Scoring, tuned_on: dict) -> TunedConfig:
+def pareto_front(points: list[tuple[float, float, Any]]) -> list[tuple[float, float, Any]]:
+    """(total time, peak memory, item) points that no other point beats on both, fastest first."""
+    front, lowest = [], float("inf")
+    for total, memory, item in sorted(points, key=lambda p: (p[0], p[1])):
+        if memory < lowest:
+            front.append((total, memory, item))
+            lowest = memory
+    return front
+
+
+def knee(front: list[tuple[float, float, Any]]):
+    """The documented pick from a Pareto front: scale total time and peak memory each to [0, 1]
+    over the front, and take the point with the smallest sum (closest to "fastest and leanest");
+    ties go to the faster point."""
+    if len(front) == 1:
+        return front[0]
+    t_lo, t_hi = front[0][0], front[-1][0]
+    m_lo, m_hi = min(p[1] for p in front), max(p[1] for p in front)
+
+    def scaled(p):
+        return ((p[0] - t_lo) / ((t_hi - t_lo) or 1.0)) + ((p[1] - m_lo) / ((m_hi - m_lo) or 1.0))
+
+    return min(front, key=lambda p: (scaled(p), p[0]))
+
+
+def _pick_pareto(study, scoring: Scoring, eager, candidates, tuned_on: dict) -> TunedConfig:
+    points = [(t.value, float(t.user_attrs.get("peak_memory_mb") or 0.0), t) for t in [eager, *candidates]]
+    front = pareto_front(points)
+    total, memory, chosen = knee(front)
+    listed = [{"config": t.user_attrs.get("config_label"), "total_time_s": round(v, 3), "peak_memory_mb": round(m, 1)}
+              for v, m, t in front]
+    if chosen is eager:
+        measured = {"total_time_s": eager.value, "peak_memory_mb": memory, "pareto_front": listed,
+                    "reason": "eager is the knee of the time/memory Pareto front"}
+        return TunedConfig(EAGER, "stay_eager", _rounded(measured), tuned_on)
+    tuned = _pick_time(study, scoring, eager, [chosen], tuned_on)
+    return dataclasses.replace(tuned, measured={**tuned.measured, "pareto_front": listed,
+                                                "reason": "the knee of the time/memory Pareto front"})
+
+
+def _from_confirmation(decision: dict, scoring: Scoring, tuned_on: dict, study) -> TunedConfig:
     by_key = {CompileConfig.from_dict(c["config"]).key(): c for c in decision["candidates"]}
     eager = by_key["none"]
     plain = by_key.get(CompileConfig().key())
@@ -355,7 +408,12 @@ def _from_confirmation(decision: dict, scoring: Scoring, tuned_on: dict) -> Tune
         "eager_peak_memory_mb": eager["peak_memory_mb"],
         "break_even_steps": break_even_steps(chosen["compile_time_s"] or 0.0, decision["eager_step_s"], step),
     }
-    return TunedConfig(CompileConfig.from_dict(chosen["config"]), "compile", _rounded(measured), tuned_on)
+    config = CompileConfig.from_dict(chosen["config"])
+    trial = next((t for t in _ranked(study, scoring)[2] if t.user_attrs.get("config_key") == config.key()), None)
+    if trial is not None:
+        measured.update(trial=trial.number, graph_breaks=trial.user_attrs.get("graph_breaks"),
+                        recompiles=trial.user_attrs.get("recompiles"))
+    return TunedConfig(config, "compile", _rounded(measured), tuned_on)
 
 
 def _rounded(d: dict) -> dict:

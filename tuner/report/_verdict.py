@@ -51,6 +51,9 @@ def verdict(data: ReportData) -> Verdict:
         ("its compile time", seconds(line.compile_s), ""),
         ("pays off after", "never" if pays_off is None else f"{pays_off:,} steps", f"scored: {steps:,}"),
     ]
+    if data.tuned.measured.get("confirmed"):
+        sentence += f" Confirmed by re-measuring: {text(data.tuned.measured.get('reason'))}."
+    facts += extra_facts(data.tuned.measured, data.tuned.thread_check)
     return Verdict("Stay eager", sentence, facts)
 
 
@@ -79,4 +82,27 @@ def _compile_verdict(data: ReportData, best, steps: int) -> Verdict:
         ("graph breaks / recompiles", f"{count(best.get('graph_breaks')) or 0} / {count(best.get('recompiles')) or 0}",
          ""),
     ]
+    facts += extra_facts(m, data.tuned.thread_check)
     return Verdict(f"Compile with {label}", sentence, facts, compile=True, label=label)
+
+
+def extra_facts(m: dict, thread_check: dict | None) -> list[tuple[str, str, str]]:
+    """Confirmation, start-up, regional-compile and thread-check figures, where measured."""
+    facts = []
+    if m.get("confirmed"):
+        lo, hi = m.get("speedup_range") or (None, None)
+        spread = f"speedup {ratio(lo)} to {ratio(hi)}" if lo is not None else ""
+        facts.append(("confirmed", f"{m.get('confirm_rounds')} interleaved rounds in fresh processes",
+                      f"{spread}; {text(m.get('reason'))}".strip("; ")))
+    if number(m.get("cold_start_s")) and number(m.get("warm_start_s")):
+        facts.append(("first step at start-up", f"{seconds(m['warm_start_s'])} warm",
+                      f"{seconds(m['cold_start_s'])} cold; compile cache saved beside best_config.yaml "
+                      f"({megabytes(m.get('compile_cache_mb'))})"))
+    regional = m.get("regional_compile")
+    if regional:
+        facts.append(("regional compile", f"{seconds(regional['blocks_compile_s'])} (blocks)",
+                      f"{seconds(regional['whole_compile_s'])} for the whole model; median of {regional['pairs']} pair(s)"))
+    if thread_check:
+        facts.append((f"{thread_check.get('threads')} threads at once", text(thread_check.get("verdict")),
+                      text(thread_check.get("advice"))))
+    return facts
