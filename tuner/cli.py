@@ -62,8 +62,8 @@ def _tune_parser() -> argparse.ArgumentParser:
                    help="score the compile time of a first run (cold) or of a restart with the cache kept (warm) [cold]")
     p.add_argument("--objective", choices=("time", "pareto"), default="time",
                    help="time: fastest total time; pareto: the knee of the time/peak-memory Pareto front [time]")
-    p.add_argument("--confirm", type=int, default=3, metavar="K",
-                   help="re-measure the top K configs with eager and plain compile before deciding; 0 skips [3]")
+    p.add_argument("--confirm", type=int, default=2, metavar="K",
+                   help="re-measure the top K configs with eager and plain compile before deciding; 0 skips [2]")
     p.add_argument("--confirm-rounds", type=int, default=3, help="interleaved rounds for --confirm [3]")
     p.add_argument("--no-warm-start", dest="warm_start", action="store_false",
                    help="do not save the best config's compile cache beside best_config.yaml")

@@ -55,7 +55,7 @@ class TuneOptions:
     warm_start: bool = True
     compile_cost: str = "cold"
     objective: str = "time"
-    confirm: int = 3
+    confirm: int = 2
     confirm_rounds: int = 3
     check_threads: int | None = None
     argv: list[str] = field(default_factory=list)
