@@ -38,7 +38,10 @@ def cli():
 
 #: Set by .ci/run, which starts a throwaway PostgreSQL server on loopback for the test session.
 POSTGRES_ENV = "COMPILE_TUNE_TEST_POSTGRES_URL"
-FAST = ["--measure-seconds", "0.5", "--steps", "1000", "--no-progress"]
+#: Many steps, so that no search trial's compile exceeds the best total (which prunes it); no
+#: model check, confirmation or warm start: these tests are about storage and workers.
+FAST = ["--measure-seconds", "0.5", "--steps", "10000000", "--no-progress", "--confirm", "0", "--no-check",
+        "--no-warm-start"]
 
 
 @pytest.fixture(scope="session")
