@@ -66,19 +66,20 @@ class TuneOptions:
 
     def __post_init__(self) -> None:
         if self.trials < 0:
-            raise TunerError(f"--trials must be >= 0, got {self.trials}")
+            raise TunerError(f"--trials must be >= 0, got {self.trials}", "give how many search trials to measure, e.g. --trials 8")
         if self.steps < 1:
             raise TunerError(f"--steps must be >= 1, got {self.steps}", "give the number of steps your real run takes")
         if self.task not in ("infer", "train"):
-            raise TunerError(f"--task must be infer or train, got {self.task!r}")
+            raise TunerError(f"--task must be infer or train, got {self.task!r}", "use --task infer or --task train")
         if self.trial_timeout <= 0:
-            raise TunerError(f"--trial-timeout must be > 0 seconds, got {self.trial_timeout}")
+            raise TunerError(f"--trial-timeout must be > 0 seconds, got {self.trial_timeout}",
+                             "give the seconds after which a trial is stopped, e.g. --trial-timeout 900")
         if self.objective not in ("time", "pareto"):
-            raise TunerError(f"--objective must be time or pareto, got {self.objective!r}")
+            raise TunerError(f"--objective must be time or pareto, got {self.objective!r}", "use --objective time or pareto")
         if self.compile_cost not in ("cold", "warm"):
-            raise TunerError(f"--compile-cost must be cold or warm, got {self.compile_cost!r}")
+            raise TunerError(f"--compile-cost must be cold or warm, got {self.compile_cost!r}", "use cold or warm")
         if self.threads is not None and self.threads < 1:
-            raise TunerError(f"--threads must be >= 1, got {self.threads}")
+            raise TunerError(f"--threads must be >= 1, got {self.threads}", "e.g. --threads 1 (the default is half the CPUs)")
         if self.workers < 1:
             raise TunerError(f"--workers must be >= 1, got {self.workers}")
         if self.heartbeat < 1:
