@@ -103,3 +103,13 @@ def test_default_valued_options_collapse_to_the_same_config():
     space = load_space("quick")
     keys = {c.key() for c in space.configs()}
     assert plain.key() in keys
+
+
+def test_neighbours_change_one_setting_at_a_time_most_telling_first(tmp_path):
+    space = load_space(str(write(tmp_path, "target: [whole, blocks]\nbackend: [inductor, aot_eager]\n"
+                                           "dynamic: [null, false]\noptions: {freezing: [false, true]}\n")))
+    labels = [c.describe() for c in space.neighbours(CompileConfig())]
+    assert labels == ["blocks/inductor/default", "whole/aot_eager", "whole/inductor/default dynamic=False",
+                      "whole/inductor/default freezing=True"]
+    keys = {c.key() for c in space.configs()}
+    assert all(c.key() in keys for c in space.neighbours(CompileConfig()))

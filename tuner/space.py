@@ -85,6 +85,39 @@ class SearchSpace:
                 params[f"options.{name}"] = cfg.options.get(name, defaults.get(name))
         return params
 
+    def neighbours(self, cfg: CompileConfig) -> list[CompileConfig]:
+        """Configs of this space that differ from ``cfg`` in one setting, in the order the
+        settings usually matter: target, backend, mode, dynamic, options, fullgraph, optimizer."""
+        from dataclasses import replace
+
+        base = replace(cfg, mode=cfg.mode or "default")
+        out: list[CompileConfig] = []
+        for dim in ("target", "backend", "mode", "dynamic"):
+            if dim == "mode" and base.backend != "inductor":
+                continue
+            for value in getattr(self, dim):
+                if value != getattr(base, dim):
+                    changed = replace(base, **{dim: value})
+                    if dim == "backend" and value != "inductor":
+                        changed = replace(changed, mode=None, options={})
+                    elif dim == "backend":
+                        changed = replace(changed, mode=self.mode[0])
+                    out.append(changed)
+        if base.backend == "inductor":
+            from torch._inductor import config as inductor_config
+
+            defaults = inductor_config.get_config_copy()
+            for name, values in self.options.items():
+                current = base.options.get(name, defaults.get(name))
+                for value in values:
+                    if value != current:
+                        out.append(replace(base, options=_drop_defaults({**base.options, name: value})))
+        for dim in ("fullgraph", "compile_optimizer"):
+            for value in getattr(self, dim):
+                if value != getattr(base, dim):
+                    out.append(replace(base, **{dim: value}))
+        return out
+
     def configs(self) -> list[CompileConfig]:
         """Every distinct config in the space (what an exhaustive sweep measures)."""
         seen: dict[str, CompileConfig] = {}

@@ -265,13 +265,37 @@ class Tuner:
             if not unmeasured or done + len(running) >= self.settings.trials:
                 time.sleep(self.poll_s)  # the last configs are being measured by other workers
                 continue
-            if streak >= MAX_DUPLICATE_STREAK:
+            move = self._coordinate_move(trials, set(unmeasured)) if streak == 0 else None
+            if move is not None:
+                self.study.enqueue_trial(self.space.params_for(move), skip_if_exists=False)
+            elif streak >= MAX_DUPLICATE_STREAK:
                 # The sampler keeps proposing measured configs: hand it a fresh one.
                 pick = self._rng.choice(unmeasured)
                 cfg = next(c for c in self.space.configs() if c.key() == pick)
                 self.study.enqueue_trial(self.space.params_for(cfg), skip_if_exists=False)
                 streak = 0
             streak = 0 if self._search_trial(scoring, run) else streak + 1
+
+    def _coordinate_move(self, trials: list, unmeasured: set[str]) -> CompileConfig | None:
+        """The first search trials walk one setting at a time from the best config so far.
+
+        With a budget of a handful of trials, TPE would spend them all on its random start-up;
+        changing one dimension of the current best at a time (target first, then backend, mode,
+        dynamic, the options) finds the settings that matter in few trials, and TPE learns from
+        these trials like from any other. When every neighbour of the best config is measured,
+        the walk ends and TPE takes over.
+        """
+        from optuna.trial import TrialState
+
+        done = [t for t in trials if t.state == TrialState.COMPLETE and not is_void(t)
+                and t.user_attrs.get("role") in (ROLE_PLAIN, ROLE_SEARCH) and t.user_attrs.get("correct")]
+        if not done:
+            return None
+        best = CompileConfig.from_dict(min(done, key=lambda t: t.value).user_attrs["config"])
+        for neighbour in self.space.neighbours(best):
+            if neighbour.key() in unmeasured:
+                return neighbour
+        return None
 
     def _search_trial(self, scoring: Scoring, run: StudyRun) -> bool:
         """Ask for a config and measure it; False when it was measured or claimed already."""
