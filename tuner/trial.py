@@ -97,7 +97,7 @@ def _wait(proc: subprocess.Popen, out_path: Path, start: float, timeout: float,
     compile_started = None
     while time.perf_counter() - start < timeout:
         try:
-            proc.wait(timeout=0.25)
+            proc.wait(timeout=0.1)
             return None
         except subprocess.TimeoutExpired:
             pass
