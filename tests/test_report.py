@@ -202,3 +202,17 @@ def test_pareto_front_holds_exactly_the_points_nothing_beats_on_both(pts):
         return any(q[0] <= p[0] and q[1] <= p[1] and q != p for q in map(tuple, rows.to_numpy()))
 
     assert front == {tuple(p) for p in rows.to_numpy() if not dominated(tuple(p))}
+
+
+def test_the_report_warns_when_finalists_ran_on_different_hardware(tmp_path):
+    from tuner.config import CompileConfig
+
+    b = studies.Builder(tmp_path / "study.db")
+    b.eager()
+    fast = CompileConfig(target="blocks")
+    attrs = studies.ok_attrs(fast, "search", 1.3, 10.0, 200.0)
+    attrs["environment"] = {"host": "elsewhere", "device_name": "other", "torch": "2.13.0"}
+    b.add(attrs, cfg=fast)
+    tuned = pick_saved(b.study)
+    html, markdown = render_reports(b.study, tuned, scoring_from_study(b.study))
+    assert "measured on different hardware" in markdown and "measured on different hardware" in html

@@ -52,6 +52,8 @@ class ReportData:
     graph_breaks: list[dict] = field(default_factory=list)
     recompiles: list[dict] = field(default_factory=list)
     importances: dict[str, float] | None = None
+    hardware_warning: str | None = None
+    """Set when the finalists were measured on different machines (see tuner.study)."""
 
     @property
     def measured(self) -> pd.DataFrame:
@@ -143,7 +145,14 @@ def collect(study, tuned, scoring) -> ReportData:
         environment=dict(environment), dates=dates,
         graph_breaks=_graph_breaks(finished), recompiles=_recompiles(finished),
         importances=_importances(study),
+        hardware_warning=_hardware_warning(study),
     )
+
+
+def _hardware_warning(study) -> str | None:
+    from ..study import hardware_mismatch
+
+    return hardware_mismatch(study)
 
 
 def _graph_breaks(trials) -> list[dict]:

@@ -21,6 +21,13 @@ class Verdict:
 
 
 def verdict(data: ReportData) -> Verdict:
+    v = _verdict(data)
+    if data.hardware_warning:
+        v.sentence += f" Warning: {data.hardware_warning}."
+    return v
+
+
+def _verdict(data: ReportData) -> Verdict:
     steps = data.scoring.steps
     eager = data.line(data.role_row("eager"), "eager")
     best = data.best_row()
