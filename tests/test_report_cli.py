@@ -123,7 +123,8 @@ def real_run(tmp_path_factory):
 
     out = tmp_path_factory.mktemp("real") / "blocks"
     proc = run_cli(str(WORKLOADS / "blocks.py"), "--space", str(SPACES / "logic.yaml"), "--trials", "5",
-                   "--out", str(out), "--measure-seconds", "0.5", "--steps", "1000", "--no-progress")
+                   "--out", str(out), "--measure-seconds", "0.5", "--steps", "10000000", "--no-progress",
+                   "--confirm", "0", "--no-check")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return out
 
