@@ -2,7 +2,6 @@ import warnings
 
 import pytest
 import torch
-import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

@@ -1,5 +1,4 @@
 """Finalists are re-measured side by side; a lead inside the noise is not a lead."""
-import pytest
 import yaml
 
 from tuner.config import EAGER, PLAIN_COMPILE, CompileConfig
@@ -64,7 +63,7 @@ def test_confirmed_figures_and_spread_land_in_best_config(tmp_path, cli, workloa
 
 
 def test_pareto_front_and_its_knee():
-    from tuner.tune import knee, pareto_front
+    from tuner.verdict import knee, pareto_front
 
     points = [(100.0, 50.0, "eager"), (80.0, 200.0, "fast-fat"), (85.0, 90.0, "knee"), (90.0, 95.0, "dominated"),
               (120.0, 40.0, "slow-lean")]
@@ -77,7 +76,7 @@ def test_pareto_objective_picks_the_knee_from_a_real_study(tmp_path):
     from studies import mixed_study
 
     from tuner.study import scoring_from_study
-    from tuner.tune import pick_best
+    from tuner.verdict import pick_best
 
     study = mixed_study(tmp_path / "study.db")
     study.set_user_attr("objective", "pareto")

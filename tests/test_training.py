@@ -1,6 +1,5 @@
 """Training steps, optimizer compile, warm starts from a saved compile cache, thread safety."""
 import copy
-import json
 
 import pytest
 import torch

@@ -1,5 +1,4 @@
 """Real trials in real child processes: an inductor compile, and failures recorded as data."""
-import pytest
 
 from tuner.measure import TrialSpec
 from tuner.trial import run_isolated

@@ -1,0 +1,230 @@
+"""The verdict: which config to recommend, from the study's measurements.
+
+The fastest correct config within the memory bound, when it beats eager on total time; the
+confirmed medians when the finalists were re-measured (tuner/confirm.py); the knee of the
+time/memory Pareto front under ``--objective pareto``. Warm-start, thread-check and
+regional-compile figures stored in the study are attached to the chosen config.
+"""
+from __future__ import annotations
+
+import dataclasses
+import datetime
+from typing import Any
+
+from .config import EAGER, CompileConfig, TunedConfig
+from .confirm import confirm
+from .score import Scoring, break_even_steps
+from .study import ROLE_EAGER, ROLE_PLAIN, Tuner
+
+
+def _ranked(study, scoring: Scoring):
+    """(eager trial, plain trial, correct compiled trials within the memory bound, best first)."""
+    from optuna.trial import TrialState
+
+    trials = [t for t in study.get_trials(deepcopy=False)
+              if t.state == TrialState.COMPLETE and not t.user_attrs.get("duplicate_of")]
+    eager = next(t for t in trials if t.user_attrs.get("role") == ROLE_EAGER)
+    plain = next((t for t in trials if t.user_attrs.get("role") == ROLE_PLAIN), None)
+    candidates = [t for t in trials if t.user_attrs.get("role") != ROLE_EAGER
+                  and t.user_attrs.get("correct") and not scoring.over_memory(t.user_attrs)]
+    return eager, plain, sorted(candidates, key=lambda t: t.value)
+
+
+def finalist_configs(study, scoring: Scoring, k: int) -> list[CompileConfig]:
+    return [CompileConfig.from_dict(t.user_attrs["config"]) for t in _ranked(study, scoring)[2][:k]]
+
+
+def confirm_finalists(study, scoring: Scoring, tuner: Tuner, k: int, rounds: int, log=print) -> dict | None:
+    """Re-measure the top ``k`` with eager and plain compile (tuner/confirm.py); stored in the
+    study so a re-run with the same finalists does not measure them again."""
+    eager, _, ranked = _ranked(study, scoring)
+    if k <= 0 or rounds <= 0 or not ranked or ranked[0].value > eager.value * 1.05:
+        return None  # nothing is close to beating eager: no lead to confirm
+    finalists = finalist_configs(study, scoring, k)
+    keys = sorted(c.key() for c in finalists)
+    stored = study.user_attrs.get("confirmation")
+    if stored and stored.get("finalist_keys") == keys and stored.get("rounds") == rounds:
+        return stored
+    log(f"confirming {len(finalists)} finalist(s) with eager and plain torch.compile: {rounds} interleaved "
+        f"rounds in fresh processes ...")
+    def measure(config, label):
+        return tuner.measure(config, label, warm=scoring.compile_cost == "warm")
+
+    decision = confirm(finalists, scoring, measure, rounds=rounds, log=log)
+    decision.update(finalist_keys=keys, rounds=rounds)
+    study.set_user_attr("confirmation", decision)
+    return decision
+
+
+def pick_best(study, scoring: Scoring, device: str) -> TunedConfig:
+    """The fastest correct config within the memory bound; eager unless something beats it.
+    When the finalists were confirmed, the confirmed medians decide (see tuner/confirm.py).
+    Warm-start and thread-check figures stored for the chosen config are attached."""
+    tuned = _pick_best(study, scoring, device)
+    key = tuned.config.key()
+    started = study.user_attrs.get("warm_start") or {}
+    if started.get("config_key") == key:
+        tuned = dataclasses.replace(tuned, measured={
+            **tuned.measured, **{k: v for k, v in started.items() if k != "config_key"}})
+    regional = regional_saving(study)
+    if regional:
+        tuned = dataclasses.replace(tuned, measured={**tuned.measured, "regional_compile": regional})
+    threads = study.user_attrs.get("thread_check") or {}
+    if threads.get("config_key") == key:
+        tuned = dataclasses.replace(tuned, thread_check={k: v for k, v in threads.items() if k != "config_key"})
+    return tuned
+
+
+def regional_saving(study) -> dict | None:
+    """Compile time of regional (blocks) vs whole-model compiles of otherwise equal configs."""
+    from optuna.trial import TrialState
+
+    by_rest: dict[str, dict[str, float]] = {}
+    for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
+        cfg = t.user_attrs.get("config") or {}
+        if t.user_attrs.get("duplicate_of") is not None or cfg.get("target") not in ("whole", "blocks"):
+            continue
+        rest = CompileConfig.from_dict({**cfg, "target": "whole"}).key()
+        by_rest.setdefault(rest, {})[cfg["target"]] = float(t.user_attrs.get("compile_time_s") or 0.0)
+    pairs = [(v["whole"], v["blocks"]) for v in by_rest.values() if "whole" in v and "blocks" in v]
+    if not pairs:
+        return None
+    import statistics
+
+    whole, blocks = statistics.median(p[0] for p in pairs), statistics.median(p[1] for p in pairs)
+    return {"pairs": len(pairs), "whole_compile_s": round(whole, 3), "blocks_compile_s": round(blocks, 3),
+            "saving_s": round(whole - blocks, 3)}
+
+
+def _pick_best(study, scoring: Scoring, device: str) -> TunedConfig:
+    eager, _, candidates = _ranked(study, scoring)
+    tuned_on = dict(eager.user_attrs.get("environment") or {})
+    tuned_on.update(device=device, date=_measured_on(study), steps=scoring.steps,
+                    task=study.user_attrs.get("settings", {}).get("task"))
+    if study.user_attrs.get("objective") == "pareto":
+        return _pick_pareto(study, scoring, eager, candidates, tuned_on)
+    confirmation = study.user_attrs.get("confirmation")
+    if confirmation and confirmation.get("finalist_keys") == sorted(
+            c.key() for c in finalist_configs(study, scoring, len(confirmation["finalist_keys"]))):
+        return _from_confirmation(confirmation, scoring, tuned_on, study)
+    return _pick_time(study, scoring, eager, candidates, tuned_on)
+
+
+def _pick_time(study, scoring: Scoring, eager, candidates, tuned_on: dict) -> TunedConfig:
+    """The fastest of ``candidates`` (best first), if it beats eager on total time."""
+    best = candidates[0] if candidates else None
+    plain = next((t for t in study.get_trials(deepcopy=False) if t.user_attrs.get("role") == ROLE_PLAIN
+                  and t.state.name == "COMPLETE" and t.user_attrs.get("duplicate_of") is None), None)
+    eager_total = eager.value
+    if best is None or best.value >= eager_total:
+        measured = {"eager_step_time_ms": scoring.eager_step_s * 1e3, "total_time_s": eager_total,
+                    "best_compiled": best.user_attrs.get("config_label") if best else None,
+                    "best_compiled_total_time_s": best.value if best else None,
+                    "reason": "no compiled config beat eager over the scored steps"}
+        return TunedConfig(EAGER, "stay_eager", measured, tuned_on)
+    a = best.user_attrs
+    step = a["step_time_s"]
+    measured: dict[str, Any] = {
+        "speedup_vs_eager": a["speedup"],
+        "speedup_vs_plain_compile": (a["speedup"] / plain.user_attrs["speedup"]) if plain else None,
+        "total_time_s": best.value,
+        "eager_total_time_s": eager_total,
+        "plain_compile_total_time_s": plain.value if plain else None,
+        "compile_time_s": a.get("compile_time_s"),
+        "step_time_ms": step * 1e3,
+        "eager_step_time_ms": scoring.eager_step_s * 1e3,
+        "step_spread": a.get("step_spread"),
+        "peak_memory_mb": a.get("peak_memory_mb"),
+        "eager_peak_memory_mb": a.get("eager_peak_memory_mb"),
+        "break_even_steps": break_even_steps(a.get("compile_time_s") or 0.0, scoring.eager_step_s, step),
+        "graph_breaks": a.get("graph_breaks"),
+        "recompiles": a.get("recompiles"),
+        "trial": best.number,
+    }
+    return TunedConfig(CompileConfig.from_dict(a["config"]), "compile", _rounded(measured), tuned_on)
+
+
+def pareto_front(points: list[tuple[float, float, Any]]) -> list[tuple[float, float, Any]]:
+    """(total time, peak memory, item) points that no other point beats on both, fastest first."""
+    front, lowest = [], float("inf")
+    for total, memory, item in sorted(points, key=lambda p: (p[0], p[1])):
+        if memory < lowest:
+            front.append((total, memory, item))
+            lowest = memory
+    return front
+
+
+def knee(front: list[tuple[float, float, Any]]):
+    """The documented pick from a Pareto front: scale total time and peak memory each to [0, 1]
+    over the front, and take the point with the smallest sum (closest to "fastest and leanest");
+    ties go to the faster point."""
+    if len(front) == 1:
+        return front[0]
+    t_lo, t_hi = front[0][0], front[-1][0]
+    m_lo, m_hi = min(p[1] for p in front), max(p[1] for p in front)
+
+    def scaled(p):
+        return ((p[0] - t_lo) / ((t_hi - t_lo) or 1.0)) + ((p[1] - m_lo) / ((m_hi - m_lo) or 1.0))
+
+    return min(front, key=lambda p: (scaled(p), p[0]))
+
+
+def _pick_pareto(study, scoring: Scoring, eager, candidates, tuned_on: dict) -> TunedConfig:
+    points = [(t.value, float(t.user_attrs.get("peak_memory_mb") or 0.0), t) for t in [eager, *candidates]]
+    front = pareto_front(points)
+    total, memory, chosen = knee(front)
+    listed = [{"config": t.user_attrs.get("config_label"), "total_time_s": round(v, 3), "peak_memory_mb": round(m, 1)}
+              for v, m, t in front]
+    if chosen is eager:
+        measured = {"total_time_s": eager.value, "peak_memory_mb": memory, "pareto_front": listed,
+                    "reason": "eager is the knee of the time/memory Pareto front"}
+        return TunedConfig(EAGER, "stay_eager", _rounded(measured), tuned_on)
+    tuned = _pick_time(study, scoring, eager, [chosen], tuned_on)
+    return dataclasses.replace(tuned, measured={**tuned.measured, "pareto_front": listed,
+                                                "reason": "the knee of the time/memory Pareto front"})
+
+
+def _from_confirmation(decision: dict, scoring: Scoring, tuned_on: dict, study) -> TunedConfig:
+    by_key = {CompileConfig.from_dict(c["config"]).key(): c for c in decision["candidates"]}
+    eager = by_key["none"]
+    plain = by_key.get(CompileConfig().key())
+    base = {"confirmed": True, "confirm_rounds": decision.get("rounds"), "reason": decision["reason"],
+            "eager_total_time_s": eager["total_time_s"], "eager_step_time_ms": decision["eager_step_s"] * 1e3,
+            "eager_total_time_range_s": [eager["total_time_min_s"], eager["total_time_max_s"]]}
+    if decision["verdict"] == "stay_eager":
+        best = decision.get("best") or {}
+        measured = {**base, "total_time_s": eager["total_time_s"], "best_compiled": best.get("config_label"),
+                    "best_compiled_total_time_s": best.get("total_time_s")}
+        return TunedConfig(EAGER, "stay_eager", _rounded(measured), tuned_on)
+    chosen = decision["best"]
+    step = decision["eager_step_s"] / chosen["speedup"]
+    measured = {
+        **base,
+        "speedup_vs_eager": chosen["speedup"],
+        "speedup_range": [chosen["speedup_min"], chosen["speedup_max"]],
+        "speedup_vs_plain_compile": chosen["speedup"] / plain["speedup"] if plain and plain.get("speedup") else None,
+        "total_time_s": chosen["total_time_s"],
+        "total_time_range_s": [chosen["total_time_min_s"], chosen["total_time_max_s"]],
+        "plain_compile_total_time_s": plain["total_time_s"] if plain else None,
+        "compile_time_s": chosen["compile_time_s"],
+        "step_time_ms": step * 1e3,
+        "peak_memory_mb": chosen["peak_memory_mb"],
+        "eager_peak_memory_mb": eager["peak_memory_mb"],
+        "break_even_steps": break_even_steps(chosen["compile_time_s"] or 0.0, decision["eager_step_s"], step),
+    }
+    config = CompileConfig.from_dict(chosen["config"])
+    trial = next((t for t in _ranked(study, scoring)[2] if t.user_attrs.get("config_key") == config.key()), None)
+    if trial is not None:
+        measured.update(trial=trial.number, graph_breaks=trial.user_attrs.get("graph_breaks"),
+                        recompiles=trial.user_attrs.get("recompiles"))
+    return TunedConfig(config, "compile", _rounded(measured), tuned_on)
+
+
+def _rounded(d: dict) -> dict:
+    return {k: (round(v, 6) if isinstance(v, float) else v) for k, v in d.items()}
+
+
+def _measured_on(study) -> str:
+    """The day the last trial finished: rebuilding the outputs later keeps the date the numbers came from."""
+    ends = [t.datetime_complete for t in study.get_trials(deepcopy=False) if t.datetime_complete]
+    return max(ends).date().isoformat() if ends else datetime.date.today().isoformat()
