@@ -29,6 +29,7 @@ from typing import Any
 
 from .config import CompileConfig, apply_config, target_modules
 from .correctness import TOLERANCE, compare, to_float64
+from .devices import PeakMemory, environment, limit_memory, memory_in_use, timed, to_device
 from .diagnose import DynamoLogCapture, classify_exception, failure
 from .workload import call_model, load_workload
 
@@ -81,93 +82,6 @@ class Recorder:
         tmp = self.path.with_suffix(".tmp")
         tmp.write_text(json.dumps(self.data, default=str))
         os.replace(tmp, self.path)
-
-
-# --------------------------------------------------------------------------- device helpers
-
-
-def _sync(device: str) -> None:
-    if device.startswith("cuda"):
-        import torch
-
-        torch.cuda.synchronize()
-
-
-def _timed(fn, device: str) -> tuple[float, Any]:
-    _sync(device)
-    start = time.perf_counter()
-    out = fn()
-    _sync(device)
-    return time.perf_counter() - start, out
-
-
-def memory_in_use(device: str) -> int:
-    """Bytes in use now: CUDA tensors, or this process's resident set on CPU."""
-    if device.startswith("cuda"):
-        import torch
-
-        torch.cuda.synchronize()
-        return torch.cuda.memory_allocated()
-    return _rss_bytes("VmRSS")
-
-
-def _rss_bytes(field: str = "VmRSS") -> int:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1]) * 1024
-    return 0
-
-
-class PeakMemory:
-    """Peak memory of a block of code over the memory in use when it started.
-
-    CUDA: the caching allocator's ``max_memory_allocated``. CPU: the process's resident-set
-    high-water mark (VmHWM), reset through ``/proc/self/clear_refs`` so each block is measured
-    on its own.
-    """
-
-    def __init__(self, device: str, baseline: int | None = None) -> None:
-        self.device = device
-        self.baseline = baseline
-        self.peak_bytes = 0
-
-    def __enter__(self) -> "PeakMemory":
-        if self.device.startswith("cuda"):
-            import torch
-
-            torch.cuda.synchronize()
-            torch.cuda.reset_peak_memory_stats()
-            self._start = torch.cuda.memory_allocated() if self.baseline is None else self.baseline
-        else:
-            try:
-                with open("/proc/self/clear_refs", "w") as f:
-                    f.write("5")
-            except OSError:
-                pass
-            self._start = _rss_bytes("VmRSS") if self.baseline is None else self.baseline
-        return self
-
-    def __exit__(self, *exc) -> None:
-        if self.device.startswith("cuda"):
-            import torch
-
-            torch.cuda.synchronize()
-            self.peak_bytes = max(0, torch.cuda.max_memory_allocated() - self._start)
-        else:
-            self.peak_bytes = max(0, _rss_bytes("VmHWM") - self._start)
-
-
-def _to_device(value, device: str):
-    import torch
-
-    if isinstance(value, torch.Tensor):
-        return value.to(device)
-    if isinstance(value, dict):
-        return {k: _to_device(v, device) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return type(value)(_to_device(v, device) for v in value)
-    return value
 
 
 # --------------------------------------------------------------------------- steps
@@ -252,8 +166,8 @@ def run_trial(spec: TrialSpec, rec: Recorder) -> None:
     tol = spec.tolerance or TOLERANCE[spec.task]
 
     base_model = workload.make_model().to(device)
-    inputs = _to_device(workload.make_inputs(), device)
-    schedule = _to_device(workload.make_schedule(), device) if spec.run_schedule else None
+    inputs = to_device(workload.make_inputs(), device)
+    schedule = to_device(workload.make_schedule(), device) if spec.run_schedule else None
     eager = Stepper(copy.deepcopy(base_model), spec.task, workload)
     rec.update(config=config.to_dict(), config_label=config.describe(), regions=None)
 
@@ -262,7 +176,7 @@ def run_trial(spec: TrialSpec, rec: Recorder) -> None:
     baseline = memory_in_use(device)
     with PeakMemory(device, baseline) as eager_warm_mem:
         t0, eager_ref = _timed_snapshot(eager, inputs, device)
-        eager_times = [t0] + [_timed(lambda: eager(inputs), device)[0] for _ in range(spec.warmup - 1)]
+        eager_times = [t0] + [timed(lambda: eager(inputs), device)[0] for _ in range(spec.warmup - 1)]
     eager_step_estimate = statistics.median(eager_times)
     fp64_ref = _fp64_reference(base_model, inputs) if spec.task == "infer" else None
 
@@ -281,7 +195,7 @@ def run_trial(spec: TrialSpec, rec: Recorder) -> None:
         with DynamoLogCapture() as logs, PeakMemory(device, baseline) as compile_mem:
             first, compiled_snap = _timed_snapshot(compiled, inputs, device)
             rec.update(first_call_s=first)
-            warm = [_timed(lambda: compiled(inputs), device)[0] for _ in range(spec.warmup)]
+            warm = [timed(lambda: compiled(inputs), device)[0] for _ in range(spec.warmup)]
         rec.update(compile_peak_memory_mb=compile_mem.peak_bytes / 2**20)
         _record_dynamo(rec, logs)
 
@@ -341,7 +255,7 @@ def run_trial(spec: TrialSpec, rec: Recorder) -> None:
 def _timed_snapshot(stepper, inputs, device):
     """A timed step whose results are kept (copied before the optimizer step changes them)."""
     box: dict[str, Any] = {}
-    t, _ = _timed(
+    t, _ = timed(
         lambda: stepper(inputs, inspect=lambda out, loss: box.update(snap=_snapshot(stepper.model, out, loss))),
         device,
     )
@@ -382,7 +296,7 @@ def _alternate(eager, compiled, inputs, spec, step_estimate, device):
             order.reverse()
         this_round = {}
         for stepper, sink in order:
-            times = [_timed(lambda: stepper(inputs), device)[0] for _ in range(per_round)]
+            times = [timed(lambda: stepper(inputs), device)[0] for _ in range(per_round)]
             sink.extend(times)
             this_round[id(stepper)] = statistics.median(times)
         ratios.append(this_round[id(eager)] / this_round[id(compiled)] if this_round[id(compiled)] else None)
@@ -440,7 +354,7 @@ def _run_schedule(rec, eager, compiled, schedule, tol, device) -> None:
                            failure=failure("wrong_results", f"input_schedule()[{i}]: {problem}").to_dict())
                 return
         for item in schedule:
-            second_pass.append(_timed(lambda: compiled(item), device)[0])
+            second_pass.append(timed(lambda: compiled(item), device)[0])
     before = rec.data.get("graph_break_details") or []
     known = {(b["file"], b["line"]) for b in before}
     extra = [vars(b) for b in logs.breaks.values() if (b.file, b.line) not in known]
@@ -462,49 +376,6 @@ def _run_schedule(rec, eager, compiled, schedule, tol, device) -> None:
     )
 
 
-def _environment(device: str) -> dict:
-    import platform
-
-    import torch
-
-    info = {
-        "torch": torch.__version__,
-        "device": device,
-        "python": platform.python_version(),
-        "host": platform.node(),
-        "threads": torch.get_num_threads(),
-        "cpu": _cpu_name(),
-    }
-    if device.startswith("cuda"):
-        info["device_name"] = torch.cuda.get_device_name()
-    else:
-        info["device_name"] = _cpu_name()
-    return info
-
-
-def _cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    import platform
-
-    return platform.processor() or "cpu"
-
-
-def _limit_memory(limit_mb: float | None) -> None:
-    if not limit_mb:
-        return
-    import resource
-
-    # RLIMIT_DATA covers heap and private anonymous mappings (where tensors live) but not the
-    # shared libraries torch maps, so it bounds what the model allocates.
-    limit = int(limit_mb * 2**20)
-    resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
-
-
 def main(argv: list[str]) -> int:
     from .workers import die_with_parent
 
@@ -519,8 +390,8 @@ def main(argv: list[str]) -> int:
 
         rec.data["child_import_s"] = time.perf_counter() - start
         torch.set_num_threads(spec.threads)
-        _limit_memory(spec.memory_limit_mb)
-        rec.update(environment=_environment(spec.device))
+        limit_memory(spec.memory_limit_mb)
+        rec.update(environment=environment(spec.device))
         if spec.mode == "check":
             from .check import run_check
 

@@ -24,14 +24,14 @@ def measure_threads(spec, rec) -> None:
     from .config import CompileConfig, apply_config
     from .correctness import TOLERANCE, compare
     from .diagnose import DynamoLogCapture
-    from .measure import _to_device
+    from .devices import to_device
     from .workload import call_model, load_workload
 
     n = int(spec.check_threads or 2)
     workload = load_workload(spec.workload)
     model = workload.make_model().to(spec.device).eval()
     eager = copy.deepcopy(model)
-    inputs = [_to_device(x, spec.device) for x in (workload.make_schedule() or [workload.make_inputs()])]
+    inputs = [to_device(x, spec.device) for x in (workload.make_schedule() or [workload.make_inputs()])]
     with torch.no_grad():
         expected = [call_model(eager, x) for x in inputs]
     config = CompileConfig.from_dict(spec.config)

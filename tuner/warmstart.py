@@ -71,20 +71,21 @@ def measure_start(spec, rec) -> None:
     import torch
 
     from .config import CompileConfig, apply_config, load_tuned_config
-    from .measure import Stepper, _sync, _to_device
+    from .devices import sync, to_device
+    from .measure import Stepper
     from .workload import load_workload
 
     workload = load_workload(spec.workload)
     model = workload.make_model().to(spec.device)
-    inputs = _to_device(workload.make_inputs(), spec.device)
+    inputs = to_device(workload.make_inputs(), spec.device)
     config = load_tuned_config(spec.config_path).config if spec.config_path else CompileConfig.from_dict(spec.config)
-    _sync(spec.device)
+    sync(spec.device)
     start = time.perf_counter()
     apply_config(model, spec.config_path or config)
     loaded = time.perf_counter() - start
     stepper = Stepper(model, spec.task, workload, config)
     stepper(inputs)
-    _sync(spec.device)
+    sync(spec.device)
     first = time.perf_counter() - start
     rec.update(first_step_s=first, cache_load_s=loaded)
     if spec.save_artifacts_to and hasattr(torch.compiler, "save_cache_artifacts"):

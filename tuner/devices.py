@@ -1,0 +1,135 @@
+"""The device side of measuring: clocks that wait for the device, memory in use and at peak,
+moving inputs, and what machine a trial ran on. Used inside trial processes."""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+
+def sync(device: str) -> None:
+    if device.startswith("cuda"):
+        import torch
+
+        torch.cuda.synchronize()
+
+
+def timed(fn, device: str) -> tuple[float, Any]:
+    sync(device)
+    start = time.perf_counter()
+    out = fn()
+    sync(device)
+    return time.perf_counter() - start, out
+
+
+def memory_in_use(device: str) -> int:
+    """Bytes in use now: CUDA tensors, or this process's resident set on CPU."""
+    if device.startswith("cuda"):
+        import torch
+
+        torch.cuda.synchronize()
+        return torch.cuda.memory_allocated()
+    return _rss_bytes("VmRSS")
+
+
+def _rss_bytes(field: str = "VmRSS") -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+class PeakMemory:
+    """Peak memory of a block of code over the memory in use when it started.
+
+    CUDA: the caching allocator's ``max_memory_allocated``. CPU: the process's resident-set
+    high-water mark (VmHWM), reset through ``/proc/self/clear_refs`` so each block is measured
+    on its own.
+    """
+
+    def __init__(self, device: str, baseline: int | None = None) -> None:
+        self.device = device
+        self.baseline = baseline
+        self.peak_bytes = 0
+
+    def __enter__(self) -> "PeakMemory":
+        if self.device.startswith("cuda"):
+            import torch
+
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+            self._start = torch.cuda.memory_allocated() if self.baseline is None else self.baseline
+        else:
+            try:
+                with open("/proc/self/clear_refs", "w") as f:
+                    f.write("5")
+            except OSError:
+                pass
+            self._start = _rss_bytes("VmRSS") if self.baseline is None else self.baseline
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.device.startswith("cuda"):
+            import torch
+
+            torch.cuda.synchronize()
+            self.peak_bytes = max(0, torch.cuda.max_memory_allocated() - self._start)
+        else:
+            self.peak_bytes = max(0, _rss_bytes("VmHWM") - self._start)
+
+
+def to_device(value, device: str):
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return value.to(device)
+    if isinstance(value, dict):
+        return {k: to_device(v, device) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(to_device(v, device) for v in value)
+    return value
+
+
+def environment(device: str) -> dict:
+    """Where a trial ran: torch, device and its name, CPU, threads, host."""
+    import platform
+
+    import torch
+
+    info = {
+        "torch": torch.__version__,
+        "device": device,
+        "python": platform.python_version(),
+        "host": platform.node(),
+        "threads": torch.get_num_threads(),
+        "cpu": _cpu_name(),
+    }
+    if device.startswith("cuda"):
+        info["device_name"] = torch.cuda.get_device_name()
+    else:
+        info["device_name"] = _cpu_name()
+    return info
+
+
+def _cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    import platform
+
+    return platform.processor() or "cpu"
+
+
+def limit_memory(limit_mb: float | None) -> None:
+    if not limit_mb:
+        return
+    import resource
+
+    # RLIMIT_DATA covers heap and private anonymous mappings (where tensors live) but not the
+    # shared libraries torch maps, so it bounds what the model allocates.
+    limit = int(limit_mb * 2**20)
+    resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
