@@ -79,7 +79,9 @@ def break_even(data: ReportData) -> Figure:
     steps = data.scoring.steps
     fig_ = Figure("break-even", "When does compiling pay off?",
                   f"Total time (compile + steps x step time) against the number of steps. Where a line crosses "
-                  f"eager's, compiling has paid for itself; the dashed line is the {steps:,} steps you scored.")
+                  f"eager's, compiling has paid for itself; the dashed line is the {steps:,} steps you scored."
+                  + (" Lines use the search's single measurements; the verdict above uses the confirmed medians, "
+                     "so its break-even step count can differ a little." if data.tuned.measured.get("confirmed") else ""))
     eager = data.line(data.role_row("eager"), "eager")
     plain = data.line(data.role_row("plain"), "plain torch.compile")
     best_row = data.best_row()
