@@ -31,6 +31,7 @@ from .config import CompileConfig, apply_config, target_modules
 from .correctness import TOLERANCE, compare, to_float64
 from .devices import PeakMemory, environment, limit_memory, memory_in_use, timed, to_device
 from .diagnose import DynamoLogCapture, classify_exception, failure
+from .steps import Stepper, sync_weights, timed_snapshot
 from .workload import call_model, load_workload
 
 
@@ -84,74 +85,6 @@ class Recorder:
         os.replace(tmp, self.path)
 
 
-# --------------------------------------------------------------------------- steps
-
-
-class Stepper:
-    """One step of the user's workload: inference (no_grad forward) or a training step."""
-
-    def __init__(self, model, task: str, workload, config: CompileConfig | None = None) -> None:
-        import torch
-
-        from .config import optimizer_step
-
-        self.model, self.task, self.workload = model, task, workload
-        self.optimizer = None
-        self.optimizer_step = None
-        if task == "train":
-            model.train()
-            if workload.build_optimizer is not None:
-                self.optimizer = workload.build_optimizer(model)
-            else:
-                # Documented default: AdamW, the common choice for the transformer-like models we target.
-                self.optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
-            self.optimizer_step = optimizer_step(self.optimizer, config) if config else self.optimizer.step
-        else:
-            model.eval()
-
-    def __call__(self, inputs, inspect=None):
-        import torch
-
-        if self.task != "train":
-            with torch.no_grad():
-                out = call_model(self.model, inputs)
-            if inspect:
-                inspect(out, None)
-            return out
-        self.optimizer.zero_grad(set_to_none=True)
-        out = call_model(self.model, inputs)
-        loss = self.workload.loss_fn(out, inputs)
-        loss.backward()
-        if inspect:
-            inspect(out, loss)
-        self.optimizer_step()
-        return loss
-
-
-def _grads(model) -> dict:
-    return {name: p.grad.detach().clone() for name, p in model.named_parameters() if p.grad is not None}
-
-
-def _snapshot(model, out, loss):
-    # Results must be copied before the optimizer step (and the next step) changes them.
-    import torch
-
-    def detach(v):
-        if isinstance(v, torch.Tensor):
-            return v.detach().clone()
-        if isinstance(v, dict):
-            return {k: detach(x) for k, x in v.items()}
-        if isinstance(v, (list, tuple)):
-            return type(v)(detach(x) for x in v)
-        return v
-
-    snap = {"output": detach(out)}
-    if loss is not None:
-        snap["loss"] = loss.detach().clone()
-        snap["grads"] = _grads(model)
-    return snap
-
-
 # --------------------------------------------------------------------------- the trial
 
 
@@ -175,7 +108,7 @@ def run_trial(spec: TrialSpec, rec: Recorder) -> None:
     rec.stage("eager_warmup")
     baseline = memory_in_use(device)
     with PeakMemory(device, baseline) as eager_warm_mem:
-        t0, eager_ref = _timed_snapshot(eager, inputs, device)
+        t0, eager_ref = timed_snapshot(eager, inputs, device)
         eager_times = [t0] + [timed(lambda: eager(inputs), device)[0] for _ in range(spec.warmup - 1)]
     eager_step_estimate = statistics.median(eager_times)
     fp64_ref = _fp64_reference(base_model, inputs) if spec.task == "infer" else None
@@ -193,7 +126,7 @@ def run_trial(spec: TrialSpec, rec: Recorder) -> None:
         # 2. compile = first call + warm-up beyond steady state
         rec.stage("compile")
         with DynamoLogCapture() as logs, PeakMemory(device, baseline) as compile_mem:
-            first, compiled_snap = _timed_snapshot(compiled, inputs, device)
+            first, compiled_snap = timed_snapshot(compiled, inputs, device)
             rec.update(first_call_s=first)
             warm = [timed(lambda: compiled(inputs), device)[0] for _ in range(spec.warmup)]
         rec.update(compile_peak_memory_mb=compile_mem.peak_bytes / 2**20)
@@ -250,16 +183,6 @@ def run_trial(spec: TrialSpec, rec: Recorder) -> None:
         if rec.data.get("status") == "failed":
             return
     rec.update(status="ok", stage="done")
-
-
-def _timed_snapshot(stepper, inputs, device):
-    """A timed step whose results are kept (copied before the optimizer step changes them)."""
-    box: dict[str, Any] = {}
-    t, _ = timed(
-        lambda: stepper(inputs, inspect=lambda out, loss: box.update(snap=_snapshot(stepper.model, out, loss))),
-        device,
-    )
-    return t, box["snap"]
 
 
 def _fp64_reference(model, inputs):
@@ -327,26 +250,16 @@ def _record_dynamo(rec: Recorder, logs: DynamoLogCapture) -> None:
     )
 
 
-def _sync_weights(eager: "Stepper", compiled: "Stepper") -> None:
-    """Training changes the weights every step, and the two models have taken different numbers
-    of steps by now: start each schedule step from the compiled model's state so the results
-    are comparable. In-place compile keeps the state_dict keys identical."""
-    if eager.task != "train" or eager is compiled:
-        return
-    eager.model.load_state_dict(compiled.model.state_dict())
-    eager.optimizer.load_state_dict(compiled.optimizer.state_dict())
-
-
 def _run_schedule(rec, eager, compiled, schedule, tol, device) -> None:
     """First pass pays the recompiles; the second pass is steady. Their difference is the
     recompile cost the user's real run would pay, added to the compile time."""
     with DynamoLogCapture() as logs:
         first_pass, second_pass, eager_pass = [], [], []
         for i, item in enumerate(schedule):
-            _sync_weights(eager, compiled)
-            t, snap = _timed_snapshot(compiled, item, device)
+            sync_weights(eager, compiled)
+            t, snap = timed_snapshot(compiled, item, device)
             first_pass.append(t)
-            te, ref = _timed_snapshot(eager, item, device)
+            te, ref = timed_snapshot(eager, item, device)
             eager_pass.append(te)
             problem = compare(ref["output"], snap["output"], tol=tol)
             if problem:

@@ -72,7 +72,7 @@ def measure_start(spec, rec) -> None:
 
     from .config import CompileConfig, apply_config, load_tuned_config
     from .devices import sync, to_device
-    from .measure import Stepper
+    from .steps import Stepper
     from .workload import load_workload
 
     workload = load_workload(spec.workload)

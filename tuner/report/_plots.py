@@ -183,13 +183,12 @@ def memory_vs_total(data: ReportData) -> Figure:
 
 
 def pareto_front(rows) -> list:
-    """Rows no other row beats on both total time and peak memory, fastest first."""
-    front, lowest = [], float("inf")
-    for _, row in rows.sort_values(["total_time_s", "peak_memory_mb"]).iterrows():
-        if float(row["peak_memory_mb"]) < lowest:
-            front.append(row)
-            lowest = float(row["peak_memory_mb"])
-    return front
+    """Rows no other row beats on both total time and peak memory, fastest first (the same front
+    ``--objective pareto`` picks from)."""
+    from ..verdict import pareto_front as front_of
+
+    points = [(float(row["total_time_s"]), float(row["peak_memory_mb"]), row) for _, row in rows.iterrows()]
+    return [row for _, _, row in front_of(points)]
 
 
 def _scatter(ax, data: ReportData, rows, x: str, y: str, y_scale: float = 1.0) -> None:
