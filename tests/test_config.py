@@ -128,3 +128,40 @@ def test_stay_eager_leaves_the_model_uncompiled(tmp_path):
 def test_target_matching_nothing_is_a_config_error():
     with pytest.raises(ConfigError, match="target 'encoder.*' matches no module of Linear"):
         tuner.apply_config(torch.nn.Linear(2, 2), CompileConfig(target="encoder.*", backend="eager"))
+
+
+def test_apply_config_on_a_torch_compiled_model_configures_the_original_module_and_warns():
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())
+    compiled = torch.compile(model, backend="eager")
+    with pytest.warns(UserWarning, match="torch.compile'd model \\(OptimizedModule around Sequential\\)"):
+        applied = tuner.apply_config(compiled, CompileConfig(backend="eager"))
+    assert applied is model
+    _, graphs, frames = _compiled_graphs(applied, (torch.randn(2, 4),))
+    assert graphs == 1 and frames == 1  # one compile of the config, not one nested inside another
+
+
+def test_apply_config_twice_undoes_the_first_compile_and_warns(workloads):
+    w = load_workload(workloads / "blocks.py")
+    model, inputs = w.make_model().eval(), w.make_inputs()
+    tuner.apply_config(model, CompileConfig(target="blocks", backend="eager"))
+    with pytest.warns(UserWarning, match="already compiled by an earlier apply_config \\(layers.0, layers.1, layers.2\\)"):
+        applied = tuner.apply_config(model, CompileConfig(target="whole", backend="eager"))
+    assert applied is model
+    assert [n for n, m in model.named_modules() if "forward" in vars(m)] == [""]
+    assert not hasattr(vars(model)["forward"]._torchdynamo_orig_callable, "_torchdynamo_orig_callable")
+    _, graphs, frames = _compiled_graphs(applied, inputs)
+    assert frames == 1  # only the whole model's forward is compiled
+
+
+def test_apply_config_warns_when_this_process_runs_another_thread_count(tmp_path):
+    here = torch.get_num_threads()
+    path = save_tuned_config(TunedConfig(CompileConfig(target="none"), verdict="stay_eager",
+                                         tuned_on={"torch": torch.__version__, "threads": here + 1}), tmp_path / "b.yaml")
+    with pytest.warns(UserWarning, match=f"tuned at {here + 1} torch thread\\(s\\), this process runs {here}") as got:
+        tuner.apply_config(torch.nn.Linear(2, 2), path)
+    assert f"torch.set_num_threads({here + 1})" in str(got[0].message) and "\n" not in str(got[0].message)
+    same = save_tuned_config(TunedConfig(CompileConfig(target="none"), verdict="stay_eager",
+                                         tuned_on={"torch": torch.__version__, "threads": here}), tmp_path / "c.yaml")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        tuner.apply_config(torch.nn.Linear(2, 2), same)

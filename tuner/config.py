@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import fnmatch
 import json
+import types
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -211,7 +212,9 @@ def apply_config(model, config: "CompileConfig | str | Path | Mapping[str, Any]"
     ``state_dict`` keys, so optimizers and checkpoints keep working).
 
     ``config`` is a :class:`CompileConfig`, a mapping, or a path to a ``best_config.yaml``.
-    A "stay eager" verdict returns the model untouched. Given a path, the compile cache saved
+    A "stay eager" verdict returns the model uncompiled. A model compiled before (by
+    ``torch.compile(model)`` or an earlier ``apply_config``) is uncompiled first, with a warning,
+    and the module itself is returned. Given a path, the compile cache saved
     beside it (``compile_cache/``) is loaded first, so the first call starts warm
     (``warm_start=False`` skips it).
 
@@ -219,6 +222,11 @@ def apply_config(model, config: "CompileConfig | str | Path | Mapping[str, Any]"
         >>> model = tuner.apply_config(model, "results/mlp/best_config.yaml")  # doctest: +SKIP
     """
     cfg = _coerce_config(config)
+    if isinstance(config, (str, Path)):
+        _warn_on_thread_mismatch(load_tuned_config(config).tuned_on, config)
+    elif isinstance(config, Mapping) and isinstance(config.get("tuned_on"), Mapping):
+        _warn_on_thread_mismatch(config["tuned_on"], "the config")
+    model = _uncompiled(model)
     if not cfg.compiles:
         return model
     if warm_start and isinstance(config, (str, Path)):
@@ -237,6 +245,59 @@ def apply_config(model, config: "CompileConfig | str | Path | Mapping[str, Any]"
     for _, module in regions:
         compile_in_place(module, kwargs)
     return model
+
+
+def _uncompiled(model):
+    """``model`` with every earlier ``torch.compile`` undone, so a config is never compiled on top
+    of another compile (nested compiles time and behave like neither config).
+
+    An ``OptimizedModule`` (``torch.compile(model)``) gives way to the module it wraps; a compiled
+    ``forward`` left by an earlier :func:`apply_config` gives way to the module's own ``forward``.
+    Each undo warns, naming what was undone.
+    """
+    import torch
+
+    if isinstance(model, torch._dynamo.eval_frame.OptimizedModule):
+        warnings.warn(
+            f"apply_config got a torch.compile'd model (OptimizedModule around {type(model._orig_mod).__name__}); "
+            "the config is applied to the original module, which is returned: use the returned model",
+            stacklevel=3,
+        )
+        model = model._orig_mod
+    undone = []
+    for name, module in model.named_modules():
+        forward = vars(module).get("forward")
+        original = getattr(forward, "_torchdynamo_orig_callable", None)
+        if original is None:
+            continue
+        del module.forward
+        function = getattr(original, "__func__", original)  # dynamo may keep the bound or the plain function
+        if function is not getattr(type(module), "forward", None):
+            module.forward = types.MethodType(function, module)  # an instance forward of the user's own
+        undone.append(name or type(module).__name__)
+    if undone:
+        warnings.warn(
+            f"apply_config got a model already compiled by an earlier apply_config ({', '.join(undone)}); "
+            "the earlier compile was undone and only this config is applied",
+            stacklevel=3,
+        )
+    return model
+
+
+def _warn_on_thread_mismatch(tuned_on: Mapping[str, Any], path) -> None:
+    """The verdict was measured at ``tuned_on.threads`` torch threads; at another count the
+    fastest config (or "stay eager") may differ."""
+    import torch
+
+    tuned = tuned_on.get("threads")
+    here = torch.get_num_threads()
+    if isinstance(tuned, int) and tuned != here:
+        warnings.warn(
+            f"{path} was tuned at {tuned} torch thread(s), this process runs {here}: the verdict holds only at "
+            f"the measured thread count; call torch.set_num_threads({tuned}) (or set OMP_NUM_THREADS={tuned}), "
+            f"or re-tune with --threads {here}",
+            stacklevel=3,
+        )
 
 
 def compile_in_place(module, kwargs: dict[str, Any]) -> None:
