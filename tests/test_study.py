@@ -207,3 +207,68 @@ def test_a_trial_whose_compile_alone_exceeds_the_best_total_is_pruned(tmp_path, 
     assert "the compile alone already exceeds the best total time so far" in pruned["pruned_reason"].item()
     assert pruned["trial_wall_s"].item() < 30
     assert yaml.safe_load((out / "best_config.yaml").read_text())["verdict"] == "stay_eager"
+
+
+def _settings(workloads, **changes):
+    from tuner.study import StudySettings
+
+    base = dict(workload=str(workloads / "mlp.py"), task="infer", device="cpu", threads=1, steps=10_000, trials=1,
+                torch="2.13.0")
+    return StudySettings(**{**base, **changes})
+
+
+def test_resuming_a_study_measured_with_another_torch_is_refused(tmp_path, workloads):
+    from tuner.errors import StudyError
+    from tuner.study import check_settings, open_study
+
+    study = open_study(f"sqlite:///{tmp_path / 'study.db'}", "mlp", seed=0)
+    check_settings(study, _settings(workloads, torch="2.12.0"))
+    assert study.user_attrs["settings"]["torch"] == "2.12.0"
+    check_settings(study, _settings(workloads, torch="2.12.0"))  # the same torch resumes
+    with pytest.raises(StudyError, match=r"^study 'mlp' was measured with torch 2.12.0, this is torch 2.13.0") as err:
+        check_settings(study, _settings(workloads, torch="2.13.0"))
+    assert "new --out" in err.value.hint and "\n" not in err.value.message
+
+
+def test_a_study_stored_before_torch_was_a_setting_resumes_and_its_eager_torch_is_checked(tmp_path, workloads):
+    from studies import Builder
+
+    from tuner.errors import StudyError
+    from tuner.study import check_settings
+
+    b = Builder(tmp_path / "old.db", steps=10_000)  # settings without a torch key, as stored before
+    check_settings(b.study, _settings(workloads, torch="9.9.9"))  # nothing to compare with: it keeps working
+    b.eager()  # its eager baseline recorded torch 2.13.0+cpu
+    check_settings(b.study, _settings(workloads, torch="2.13.0+cpu"))
+    with pytest.raises(StudyError, match="measured with torch 2.13.0\\+cpu, this is torch 9.9.9"):
+        check_settings(b.study, _settings(workloads, torch="9.9.9"))
+
+
+def test_cli_refuses_a_study_of_another_torch_with_exit_code_2(tmp_path, cli, workloads):
+    from tuner.study import check_settings, open_study
+
+    out = tmp_path / "mlp"
+    out.mkdir()
+    check_settings(open_study(f"sqlite:///{out / 'study.db'}", "mlp", seed=0), _settings(workloads, torch="1.0.0"))
+    proc = cli(str(workloads / "mlp.py"), "--out", str(out), "--threads", "1", "--no-progress", "--no-check")
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.startswith(f"error: study 'mlp' was measured with torch 1.0.0, this is torch {torch_version()}")
+
+
+def torch_version() -> str:
+    import torch
+
+    return torch.__version__
+
+
+def test_default_threads_is_what_a_fresh_process_of_the_user_gets(monkeypatch):
+    from tuner.study import default_threads
+
+    def fresh() -> int:
+        return int(subprocess.run([sys.executable, "-c", "import torch; print(torch.get_num_threads())"],
+                                  capture_output=True, text=True, check=True).stdout.strip())
+
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    assert default_threads() == fresh()
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")  # the user's setting is respected
+    assert default_threads() == fresh() == 1

@@ -38,7 +38,7 @@ def _tune_parser() -> argparse.ArgumentParser:
                    help="infer: no_grad forward; train: forward+loss+backward+optimizer step [infer]")
     p.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N [auto]")
     p.add_argument("--threads", type=int, default=None,
-                   help="torch threads in every trial [half the CPUs, at least 1]")
+                   help="torch threads in every trial [torch's default in a fresh process: your run's count]")
     p.add_argument("--out", default=None, help="output folder [results/<model file name>]")
     p.add_argument("--storage", default=None,
                    help="study storage: sqlite:///PATH, postgresql://USER@HOST/DB or journal:///PATH; "

@@ -5,6 +5,7 @@ trials.csv, report.html, report.md and a summary.
 """
 from __future__ import annotations
 
+import dataclasses
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -75,7 +76,7 @@ class TuneOptions:
         if self.compile_cost not in ("cold", "warm"):
             raise TunerError(f"--compile-cost must be cold or warm, got {self.compile_cost!r}", "use cold or warm")
         if self.threads is not None and self.threads < 1:
-            raise TunerError(f"--threads must be >= 1, got {self.threads}", "e.g. --threads 1 (the default is half the CPUs)")
+            raise TunerError(f"--threads must be >= 1, got {self.threads}", "e.g. --threads 1 (the default is torch's own count in a fresh process, as your run gets)")
         if self.workers < 1:
             raise TunerError(f"--workers must be >= 1, got {self.workers}")
         if self.heartbeat < 1:
@@ -88,6 +89,12 @@ class TuneResult:
     tuned: TunedConfig
     run: StudyRun
     summary: str
+
+
+def _torch_version() -> str:
+    import torch
+
+    return str(torch.__version__)
 
 
 def resolve_device(device: str) -> str:
@@ -108,6 +115,7 @@ def tune(opts: TuneOptions, log=print) -> TuneResult:
     validate_workload(workload, opts.task)
     device = resolve_device(opts.device)
     threads = opts.threads or default_threads()
+    opts = dataclasses.replace(opts, threads=threads)  # --workers processes measure at the same count
     space = load_space(opts.space).restrict(
         device=device, task=opts.task, has_blocks=has_repeated_blocks(workload.make_model()))
     out_dir = Path(opts.out or Path("results") / workload.name)
@@ -119,7 +127,7 @@ def tune(opts: TuneOptions, log=print) -> TuneResult:
         measure_seconds=opts.measure_seconds, rounds=opts.rounds, space_name=opts.space,
         trace_dir=str(out_dir / "traces") if opts.trace else None, memory_limit_mb=opts.trial_memory_limit_mb,
         compile_cost=opts.compile_cost,
-        heartbeat_s=opts.heartbeat,
+        heartbeat_s=opts.heartbeat, torch=_torch_version(),
     )
     worker = opts.worker_index or 0
     study = open_study(storage, opts.study_name or workload.name, opts.seed + worker, heartbeat=opts.heartbeat)

@@ -1,7 +1,10 @@
 """Opening a study, and the settings that must stay fixed for its scores to mean one thing."""
 from __future__ import annotations
 
+import functools
 import os
+import subprocess
+import sys
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -11,7 +14,7 @@ from ..score import Scoring
 from ..storage import HEARTBEAT_S, open_storage
 
 #: Settings that must not change when a study is resumed: they change what a score means.
-FIXED_SETTINGS = ("steps", "task", "device", "threads", "workload", "compile_cost")
+FIXED_SETTINGS = ("steps", "task", "device", "threads", "workload", "compile_cost", "torch")
 #: What a setting was before it was stored (studies made by earlier versions).
 SETTING_DEFAULTS = {"compile_cost": "cold"}
 
@@ -34,6 +37,9 @@ class StudySettings:
     trace_dir: str | None = None
     memory_limit_mb: float | None = None
     compile_cost: str = "cold"
+    torch: str = ""
+    """The torch version that measures (the tuner's own, which every trial process runs): another
+    torch compiles and runs steps differently, so its times cannot share a study."""
 
 
 @dataclass
@@ -94,14 +100,33 @@ def check_settings(study, settings: StudySettings) -> None:
         study.set_user_attr("settings", {**current, "max_memory_mb": settings.max_memory_mb,
                                          "space": settings.space_name, "seed": settings.seed})
         return
+    _check_torch(study, stored, settings.torch)
     for key in FIXED_SETTINGS:
-        if key == "workload":
-            continue  # the same file may be reached by another path
+        if key in ("workload", "torch"):
+            continue  # the same file may be reached by another path; torch: above
         if stored.get(key, SETTING_DEFAULTS.get(key)) != current[key]:
             raise StudyError(
                 f"study '{study.study_name}' was measured with {key}={stored.get(key)!r}, now {key}={current[key]!r}",
                 f"use the same --{key.replace('_', '-')}, or a new --out/--study for the new setting",
             )
+
+
+def _check_torch(study, stored: dict, current: str) -> None:
+    """Refuse to add this torch's measurements to a study measured with another torch (its eager
+    reference and every score came from that one). Studies stored before the torch version was a
+    setting are checked against their eager baseline's recorded environment, if any."""
+    before = stored.get("torch")
+    if before is None:
+        from ._attrs import ROLE_EAGER
+
+        before = next((t.user_attrs["environment"].get("torch") for t in study.get_trials(deepcopy=False)
+                       if t.user_attrs.get("role") == ROLE_EAGER and t.user_attrs.get("environment")), None)
+    if before and current and before != current:
+        raise StudyError(
+            f"study '{study.study_name}' was measured with torch {before}, this is torch {current}: "
+            "its eager reference and scores do not carry over to another torch",
+            f"tune with torch {current} into a new --out (or --study), or resume with torch {before}",
+        )
 
 
 def scoring_from_study(study) -> Scoring | None:
@@ -115,13 +140,31 @@ def scoring_from_study(study) -> Scoring | None:
 
 
 def default_threads() -> int:
-    """Half the CPUs this process may use (at least 1): the rest serve the tuner, the compile
-    workers and the OS, so timings are not disturbed by them."""
+    """The torch thread count of the user's own run: what ``torch.get_num_threads()`` reports in a
+    fresh Python process started with this environment (so ``OMP_NUM_THREADS``, if the user set
+    it, and the CPU affinity count). It is asked of a fresh interpreter, not computed, because
+    torch's rule (OpenMP's default, physical vs logical cores) differs between builds; and not
+    read in this process, which may have changed its own count. A verdict holds at the thread
+    count it was measured at, so trials run at the one the user's run will have."""
+    return _fresh_process_threads(sys.executable, os.environ.get("OMP_NUM_THREADS"), os.environ.get("MKL_NUM_THREADS"))
+
+
+@functools.lru_cache(maxsize=None)
+def _fresh_process_threads(python: str, omp: str | None, mkl: str | None) -> int:
+    """(Cached per interpreter and thread variables: the answer costs an import of torch.)"""
     try:
-        cpus = len(os.sched_getaffinity(0))
-    except AttributeError:
-        cpus = os.cpu_count() or 1
-    return max(1, cpus // 2)
+        out = subprocess.run([python, "-c", "import torch; print(torch.get_num_threads())"], capture_output=True,
+                             text=True, timeout=120, env=dict(os.environ), check=True).stdout
+        return max(1, int(out.strip().splitlines()[-1]))
+    except (OSError, ValueError, IndexError, subprocess.SubprocessError):
+        # No answer from a fresh process: OpenMP's own rule (OMP_NUM_THREADS, else usable CPUs).
+        env = (omp or "").split(",")[0].strip()
+        if env.isdigit() and int(env) > 0:
+            return int(env)
+        try:
+            return max(1, len(os.sched_getaffinity(0)))
+        except AttributeError:
+            return os.cpu_count() or 1
 
 
 def has_repeated_blocks(model) -> bool:
