@@ -41,16 +41,18 @@ def _rss_bytes(field: str = "VmRSS") -> int:
 
 
 class PeakMemory:
-    """Peak memory of a block of code over the memory in use when it started.
+    """The process's peak memory while a block of code runs, in the units a user watches.
 
-    CUDA: the caching allocator's ``max_memory_allocated``. CPU: the process's resident-set
-    high-water mark (VmHWM), reset through ``/proc/self/clear_refs`` so each block is measured
-    on its own.
+    CUDA: ``torch.cuda.max_memory_allocated`` (bytes held by tensors at the peak; the counter is
+    reset on entry). CPU: the process's peak resident set (``VmHWM``: Python, torch, the model,
+    and everything the block allocated), reset on entry through ``/proc/self/clear_refs`` so
+    each block is measured on its own. Absolute, not over a baseline: every config is measured
+    the same way in a process that holds the model once, so eager and a compiled config differ
+    only by what compiling costs.
     """
 
-    def __init__(self, device: str, baseline: int | None = None) -> None:
+    def __init__(self, device: str) -> None:
         self.device = device
-        self.baseline = baseline
         self.peak_bytes = 0
 
     def __enter__(self) -> "PeakMemory":
@@ -59,14 +61,12 @@ class PeakMemory:
 
             torch.cuda.synchronize()
             torch.cuda.reset_peak_memory_stats()
-            self._start = torch.cuda.memory_allocated() if self.baseline is None else self.baseline
         else:
             try:
                 with open("/proc/self/clear_refs", "w") as f:
                     f.write("5")
             except OSError:
                 pass
-            self._start = _rss_bytes("VmRSS") if self.baseline is None else self.baseline
         return self
 
     def __exit__(self, *exc) -> None:
@@ -74,9 +74,13 @@ class PeakMemory:
             import torch
 
             torch.cuda.synchronize()
-            self.peak_bytes = max(0, torch.cuda.max_memory_allocated() - self._start)
+            self.peak_bytes = torch.cuda.max_memory_allocated()
         else:
-            self.peak_bytes = max(0, _rss_bytes("VmHWM") - self._start)
+            self.peak_bytes = _rss_bytes("VmHWM")
+
+    @property
+    def peak_mb(self) -> float:
+        return self.peak_bytes / 2**20
 
 
 def to_device(value, device: str):

@@ -1,22 +1,28 @@
 """One trial, measured inside its own fresh process (``python -m tuner.measure SPEC OUT``).
 
-What is measured, in order:
+The process holds the model once; eager and compiled steps run on that one object (see
+tuner/steps.py). What is measured, in order:
 
-1. eager warm-up steps (an estimate of the eager step time);
-2. the compiled model's first step (the compile) and its warm-up steps: compile time is the
-   time to reach steady state minus what steady steps would have cost;
-3. correctness of the first compiled step against eager (and float64) results;
-4. steady step times, eager and compiled alternately, round by round, so machine drift hits
-   both alike; the speedup is the ratio of medians measured side by side;
-5. peak memory of eager and compiled steps over the post-setup baseline;
-6. the input schedule, twice: recompiles, their cost and correctness on every shape.
+1. eager warm-up steps over the shape mix (tuner/mix.py): a step-time estimate per shape, the
+   eager peak memory, and whether a step draws random numbers (dropout);
+2. the compile: the first compiled step, warm-up steps, then the input schedule once (its
+   recompiles and their cost); compile time and compile-time peak memory;
+3. steady step times over the shape mix, eager and compiled alternately, round by round, so
+   machine drift hits both alike; the speedup is the ratio of the mix's weighted mean step
+   times measured side by side;
+4. steady peak memory of compiled steps over the mix;
+5. correctness, last, so that nothing it allocates is charged to the config's memory: every
+   distinct input, eager and compiled from the same weights and the same random state; in
+   training the loss, every gradient and every parameter after the optimizer step. A model that
+   draws random numbers is checked with inductor's ``fallback_random`` (the same random numbers
+   as eager), in a compile of its own; the timed steps run the real kernels.
 
 The result is written as JSON to OUT as soon as each stage finishes, so that a crash late in
 the trial still leaves what was measured before it.
 """
 from __future__ import annotations
 
-import copy
+import dataclasses
 import json
 import os
 import statistics
@@ -27,11 +33,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .config import CompileConfig, apply_config, target_modules
+from .config import CompileConfig
 from .correctness import TOLERANCE, compare, to_float64
 from .devices import PeakMemory, environment, limit_memory, memory_in_use, timed, to_device
 from .diagnose import DynamoLogCapture, classify_exception, failure
-from .steps import Stepper, sync_weights, timed_snapshot
+from .mix import signature, timing_mix, weighted
+from .steps import (Step, TrainingState, checked_step, consumed_random_numbers, rng_state, seed_all,
+                    timed_steps)
 from .workload import call_model, load_workload
 
 
@@ -92,138 +100,213 @@ def run_trial(spec: TrialSpec, rec: Recorder) -> None:
     import torch
 
     torch.set_num_threads(spec.threads)
-    torch.manual_seed(spec.seed)
+    seed_all(spec.seed)
     config = CompileConfig.from_dict(spec.config)
     device = spec.device
     workload = load_workload(spec.workload)
     tol = spec.tolerance or TOLERANCE[spec.task]
 
-    base_model = workload.make_model().to(device)
+    model = workload.make_model().to(device)
     inputs = to_device(workload.make_inputs(), device)
     schedule = to_device(workload.make_schedule(), device) if spec.run_schedule else None
-    eager = Stepper(copy.deepcopy(base_model), spec.task, workload)
-    rec.update(config=config.to_dict(), config_label=config.describe(), regions=None)
+    mix = timing_mix(inputs, schedule)
+    step = Step(model, spec.task, workload)
+    rec.update(config=config.to_dict(), config_label=config.describe(), regions=None,
+               mix=[{"input": e.label, "weight": round(e.weight, 4)} for e in mix],
+               baseline_memory_mb=memory_in_use(device) / 2**20)
 
-    # 1. eager warm-up; the first step's results are the reference
+    # 1. eager warm-up over the mix: estimates, eager's peak memory, and whether steps are random
     rec.stage("eager_warmup")
-    baseline = memory_in_use(device)
-    with PeakMemory(device, baseline) as eager_warm_mem:
-        t0, eager_ref = timed_snapshot(eager, inputs, device)
-        eager_times = [t0] + [timed(lambda: eager(inputs), device)[0] for _ in range(spec.warmup - 1)]
-    eager_step_estimate = statistics.median(eager_times)
-    fp64_ref = _fp64_reference(base_model, inputs) if spec.task == "infer" else None
+    before = rng_state(device)
+    with PeakMemory(device) as eager_mem:
+        first_eager, _ = timed(lambda: step(inputs), device)
+        stochastic = consumed_random_numbers(before, rng_state(device))
+        estimates = [statistics.median(timed_steps(step, e.inputs, max(2, spec.warmup - 1), device)) for e in mix]
+    rec.update(stochastic=stochastic, eager_peak_memory_mb=eager_mem.peak_mb)
 
-    if not config.compiles:
-        compiled = eager
-        rec.update(compile_time_s=0.0, first_call_s=eager_times[0], correct=True)
-    else:
-        compiled_model = copy.deepcopy(base_model)
-        regions = target_modules(compiled_model, config.target)
-        rec.update(regions=len(regions), region_names=[n or "<model>" for n, _ in regions][:50])
-        apply_config(compiled_model, config)
-        compiled = Stepper(compiled_model, spec.task, workload, config)
-
-        # 2. compile = first call + warm-up beyond steady state
+    first_pass: list[float] = []
+    if config.compiles:
+        # 2. compile: first call + warm-up beyond steady state, then the schedule once
         rec.stage("compile")
-        with DynamoLogCapture() as logs, PeakMemory(device, baseline) as compile_mem:
-            first, compiled_snap = timed_snapshot(compiled, inputs, device)
+        regions = step.compile(config)
+        rec.update(regions=len(regions), region_names=[n or "<model>" for n, _ in regions][:50])
+        with DynamoLogCapture() as logs, PeakMemory(device) as compile_mem:
+            first, _ = timed(lambda: step(inputs), device)
             rec.update(first_call_s=first)
-            warm = [timed(lambda: compiled(inputs), device)[0] for _ in range(spec.warmup)]
-        rec.update(compile_peak_memory_mb=compile_mem.peak_bytes / 2**20)
+            warm = timed_steps(step, inputs, spec.warmup, device)
+            if schedule:
+                rec.stage("schedule")
+                first_pass = [timed(lambda: step(item), device)[0] for item in schedule]
+        rec.update(compile_peak_memory_mb=compile_mem.peak_mb)
         _record_dynamo(rec, logs)
+    else:
+        rec.update(compile_time_s=0.0, first_call_s=first_eager, correct=True)
 
-        # 3. correctness of the first compiled step
+    # 3. steady steps over the mix, eager and compiled alternately
+    rec.stage("timing")
+    timing = _alternate(step, mix, spec, estimates, device)
+    rec.update(**timing.figures())
+    if config.compiles:
+        steady_example = timing.compiled_median_for(inputs)
+        if steady_example is None:  # the example's shape is not in the schedule: time it on its own
+            steady_example = statistics.median(timed_steps(step, inputs, 5, device))
+        compile_time = first + sum(warm) - (1 + len(warm)) * steady_example
+        recompile_cost = 0.0
+        if schedule:
+            steady = [timing.compiled_median_for(item) for item in schedule]
+            recompile_cost = max(0.0, sum(first_pass) - sum(steady))
+            rec.update(schedule_len=len(schedule), recompile_time_s=recompile_cost,
+                       schedule_step_s=timing.compiled_mix_s, schedule_eager_step_s=timing.eager_mix_s)
+        rec.update(compile_time_s=max(compile_time, 0.0) + recompile_cost)
+
+    # 4. steady peak memory over the mix
+    if config.compiles:
+        rec.stage("memory")
+        with PeakMemory(device) as steady_mem:
+            for entry in mix:
+                for _ in range(2):
+                    step(entry.inputs)
+        compile_peak = rec.data["compile_peak_memory_mb"]
+        rec.update(steady_peak_memory_mb=steady_mem.peak_mb,
+                   peak_memory_mb=max(compile_peak, steady_mem.peak_mb))
+    else:
+        rec.update(steady_peak_memory_mb=eager_mem.peak_mb, peak_memory_mb=eager_mem.peak_mb)
+
+    # 5. correctness, on every distinct input, from the same weights and random state
+    if config.compiles:
         rec.stage("correctness")
-        problem = _check(eager_ref, compiled_snap, fp64_ref, tol, spec.task)
-        rec.update(correct=problem is None, correctness_error=problem)
+        problem, how = _check_correctness(step, config, mix, stochastic, spec, tol)
+        rec.update(correct=problem is None, correctness_error=problem, correctness_check=how)
         if problem:
             rec.update(status="failed", failure=failure("wrong_results", problem).to_dict())
-            return
-
-    # 4. steady steps, eager and compiled alternately
-    rec.stage("timing")
-    eager_steps, compiled_steps, ratios = _alternate(eager, compiled, inputs, spec, eager_step_estimate, device)
-    eager_median = statistics.median(eager_steps)
-    compiled_median = statistics.median(compiled_steps)
-    rec.update(
-        eager_step_s=eager_median,
-        step_s=compiled_median,
-        step_spread=_spread(compiled_steps),
-        eager_step_spread=_spread(eager_steps),
-        speedup=eager_median / compiled_median if compiled_median > 0 else None,
-        round_ratios=ratios,
-        timed_steps=len(compiled_steps),
-    )
-    if config.compiles:
-        compile_time = first + sum(warm) - (1 + len(warm)) * compiled_median
-        rec.update(compile_time_s=max(compile_time, 0.0))
-
-    # 5. memory of steady steps
-    rec.stage("memory")
-    n_mem = max(2, min(5, len(eager_steps) // max(spec.rounds, 1)))
-    with PeakMemory(device, baseline) as compiled_mem:
-        for _ in range(n_mem):
-            compiled(inputs)
-    mb = 2**20
-    # Eager's peak comes from its warm-up, before anything was compiled: later in the process the
-    # resident set still holds compile-time memory, which is the compiled config's cost, not eager's.
-    eager_peak = eager_warm_mem.peak_bytes
-    compiled_peak = max(rec.data.get("compile_peak_memory_mb", 0.0) * mb, compiled_mem.peak_bytes) \
-        if config.compiles else eager_peak
-    rec.update(
-        eager_peak_memory_mb=eager_peak / mb,
-        peak_memory_mb=compiled_peak / mb,
-        steady_peak_memory_mb=compiled_mem.peak_bytes / mb,
-    )
-
-    # 6. the input schedule
-    if schedule and config.compiles:
-        rec.stage("schedule")
-        _run_schedule(rec, eager, compiled, schedule, tol, device)
-        if rec.data.get("status") == "failed":
             return
     rec.update(status="ok", stage="done")
 
 
-def _fp64_reference(model, inputs):
+def _check_correctness(step: Step, config: CompileConfig, mix, stochastic: bool, spec: TrialSpec, tol: float):
+    """``(problem or None, how it was checked)``.
+
+    A step that draws random numbers (dropout in training) is compared from the same random
+    state; inductor generates its random numbers its own way by design, so for the check it is
+    compiled again with ``fallback_random`` (eager's generator), the way PyTorch's accuracy
+    harness separates accuracy runs from performance runs. Other backends call eager's own
+    random ops. Everything timed is done by now, so resetting Dynamo costs the timing nothing.
+    """
+    import torch
+
+    how = "same inputs, weights and random state as eager"
+    if stochastic and config.backend == "inductor":
+        torch._dynamo.reset()
+        step.compile(dataclasses.replace(config, options={**config.options, "fallback_random": True}))
+        how += "; recompiled with fallback_random=True (inductor's own random numbers differ from eager's)"
+    saved = TrainingState(step) if step.task == "train" else None
+    for entry in mix:
+        if saved:
+            saved.restore()
+        with step.eager():
+            reference = checked_step(step, entry.inputs, spec.seed)
+        if saved:
+            saved.restore()
+        result = checked_step(step, entry.inputs, spec.seed)
+        fp64 = None if step.task == "train" else (lambda e=entry: _fp64_reference(step, e.inputs, spec.seed))
+        problem = _compare_steps(reference, result, fp64, tol)
+        if problem:
+            where = "" if len(mix) == 1 else f"{entry.label}: "
+            return where + problem, how
+    return None, how
+
+
+def _fp64_reference(step: Step, inputs, seed: int):
     import torch
 
     try:
-        m64 = to_float64(model).eval()
+        with step.eager():
+            m64 = to_float64(step.model).eval()
+        seed_all(seed)
         with torch.no_grad():
             return call_model(m64, to_float64(inputs))
     except Exception:  # some models cannot run in float64 (e.g. int-only paths); fall back to allclose
         return None
 
 
-def _check(eager_ref, compiled_snap, fp64_ref, tol, task) -> str | None:
-    problem = compare(eager_ref["output"], compiled_snap["output"], fp64_reference=fp64_ref, tol=tol)
-    if problem or task != "train":
+def _compare_steps(reference: dict, result: dict, fp64, tol: float) -> str | None:
+    problem = compare(reference["output"], result["output"], fp64_reference=fp64, tol=tol)
+    if problem or "loss" not in reference:
         return problem
-    problem = compare(eager_ref["loss"], compiled_snap["loss"], tol=tol)
+    problem = compare(reference["loss"], result["loss"], tol=tol)
     if problem:
         return "loss " + problem
-    # Regional compile wraps nothing in the names (in-place compile), so names line up.
-    return compare(eager_ref["grads"], compiled_snap["grads"], tol=tol)
+    # In-place compile keeps parameter names, so they line up.
+    problem = compare(reference["grads"], result["grads"], tol=tol)
+    if problem:
+        return "gradient " + problem
+    problem = compare(reference["params"], result["params"], tol=tol)
+    return "after the optimizer step, " + problem if problem else None
 
 
-def _alternate(eager, compiled, inputs, spec, step_estimate, device):
-    """Round by round, k eager then k compiled steps (order flipped every round)."""
+@dataclass
+class Timing:
+    """Steady step times over the mix: per entry, all eager and all compiled times."""
+
+    mix: list
+    eager: list[list[float]]
+    compiled: list[list[float]]
+    round_ratios: list[float | None]
+
+    @property
+    def eager_mix_s(self) -> float:
+        return weighted([statistics.median(t) for t in self.eager], self.mix)
+
+    @property
+    def compiled_mix_s(self) -> float:
+        return weighted([statistics.median(t) for t in self.compiled], self.mix)
+
+    def compiled_median_for(self, inputs) -> float | None:
+        sig = signature(inputs)
+        for entry, times in zip(self.mix, self.compiled):
+            if signature(entry.inputs) == sig:
+                return statistics.median(times)
+        return None
+
+    def figures(self) -> dict:
+        eager, compiled = self.eager_mix_s, self.compiled_mix_s
+        per_input = [{"input": e.label, "weight": round(e.weight, 4), "eager_step_s": statistics.median(et),
+                      "step_s": statistics.median(ct), "speedup": statistics.median(et) / statistics.median(ct)}
+                     for e, et, ct in zip(self.mix, self.eager, self.compiled)]
+        return {
+            "eager_step_s": eager,
+            "step_s": compiled,
+            "step_spread": weighted([_spread(t) for t in self.compiled], self.mix),
+            "eager_step_spread": weighted([_spread(t) for t in self.eager], self.mix),
+            "speedup": eager / compiled if compiled > 0 else None,
+            "round_ratios": self.round_ratios,
+            "timed_steps": sum(len(t) for t in self.compiled),
+            "mix": per_input[:50],
+        }
+
+
+def _alternate(step: Step, mix, spec: TrialSpec, estimates: list[float], device: str) -> Timing:
+    """Round by round, for each input of the mix k eager then k compiled steps (the order
+    flipped every round); k fits the timing budget to the input's step time."""
     rounds = max(1, spec.rounds)
-    per_round = int(spec.measure_seconds / (2 * rounds * max(step_estimate, 1e-5)))
-    per_round = max(3, min(per_round, 50))
-    eager_all, compiled_all, ratios = [], [], []
+    budget = spec.measure_seconds / (2 * rounds * len(mix))
+    least = 3 if len(mix) == 1 else 2
+    per_round = [max(least, min(int(budget / max(est, 1e-5)), 50)) for est in estimates]
+    eager = [[] for _ in mix]
+    compiled = [[] for _ in mix]
+    ratios: list[float | None] = []
     for r in range(rounds):
-        order = [(eager, eager_all), (compiled, compiled_all)]
-        if r % 2:
-            order.reverse()
-        this_round = {}
-        for stepper, sink in order:
-            times = [timed(lambda: stepper(inputs), device)[0] for _ in range(per_round)]
-            sink.extend(times)
-            this_round[id(stepper)] = statistics.median(times)
-        ratios.append(this_round[id(eager)] / this_round[id(compiled)] if this_round[id(compiled)] else None)
-    return eager_all, compiled_all, ratios
+        order = [False, True] if r % 2 == 0 else [True, False]
+        this_round: dict[bool, list[float]] = {False: [], True: []}
+        for i, entry in enumerate(mix):
+            for is_compiled in order:
+                with step.mode(is_compiled):
+                    times = timed_steps(step, entry.inputs, per_round[i], device)
+                (compiled if is_compiled else eager)[i].extend(times)
+                this_round[is_compiled].append(statistics.median(times))
+        c = weighted(this_round[True], mix)
+        ratios.append(weighted(this_round[False], mix) / c if c else None)
+    return Timing(mix, eager, compiled, ratios)
 
 
 def _spread(times: list[float]) -> float:
@@ -247,45 +330,6 @@ def _record_dynamo(rec: Recorder, logs: DynamoLogCapture) -> None:
         recompiles=len(logs.recompiles),
         recompile_details=logs.recompiles[:50],
         recompile_limit_hit=logs.recompile_limit_hit,
-    )
-
-
-def _run_schedule(rec, eager, compiled, schedule, tol, device) -> None:
-    """First pass pays the recompiles; the second pass is steady. Their difference is the
-    recompile cost the user's real run would pay, added to the compile time."""
-    with DynamoLogCapture() as logs:
-        first_pass, second_pass, eager_pass = [], [], []
-        for i, item in enumerate(schedule):
-            sync_weights(eager, compiled)
-            t, snap = timed_snapshot(compiled, item, device)
-            first_pass.append(t)
-            te, ref = timed_snapshot(eager, item, device)
-            eager_pass.append(te)
-            problem = compare(ref["output"], snap["output"], tol=tol)
-            if problem:
-                rec.update(status="failed", correct=False, correctness_error=f"input_schedule()[{i}]: {problem}",
-                           failure=failure("wrong_results", f"input_schedule()[{i}]: {problem}").to_dict())
-                return
-        for item in schedule:
-            second_pass.append(timed(lambda: compiled(item), device)[0])
-    before = rec.data.get("graph_break_details") or []
-    known = {(b["file"], b["line"]) for b in before}
-    extra = [vars(b) for b in logs.breaks.values() if (b.file, b.line) not in known]
-    from torch._dynamo.utils import counters
-
-    recompile_cost = max(0.0, sum(first_pass) - sum(second_pass))
-    rec.update(
-        schedule_len=len(schedule),
-        recompiles=rec.data.get("recompiles", 0) + len(logs.recompiles),
-        recompile_details=(rec.data.get("recompile_details") or []) + logs.recompiles[:50],
-        recompile_limit_hit=rec.data.get("recompile_limit_hit") or logs.recompile_limit_hit,
-        graphs=int(counters["stats"].get("unique_graphs", 0)),
-        graph_breaks=len(before) + len(extra),
-        graph_break_details=before + extra,
-        recompile_time_s=recompile_cost,
-        schedule_step_s=statistics.median(second_pass),
-        schedule_eager_step_s=statistics.median(eager_pass),
-        compile_time_s=rec.data.get("compile_time_s", 0.0) + recompile_cost,
     )
 
 

@@ -1,26 +1,36 @@
 """One step of the user's workload, as a trial runs it: a no_grad forward for inference, or
-forward + loss + backward + optimizer step for training; and the copies of its results that
-correctness checks compare."""
+forward + loss + backward + optimizer step for training; run eagerly or compiled on ONE model.
+
+A trial holds the model once. Compiling replaces ``forward`` of the target modules with an
+instance attribute (see ``config.compile_in_place``); an eager step removes those attributes for
+its duration, so the class's own ``forward`` runs with no wrapper in the way (``set_stance
+("force_eager")`` would do the same but adds ~90 us of wrapper per call: a bias against eager).
+Swapping the attribute causes no recompile: the compiled code does not guard on it.
+Holding one model means eager and compiled steps are charged the same memory for weights,
+gradients and optimizer state, so their memory figures differ only by what compiling costs.
+"""
 from __future__ import annotations
 
+import contextlib
+import random
 from typing import Any
 
-from .config import CompileConfig
+from .config import CompileConfig, apply_config, optimizer_step, target_modules
 from .devices import timed
 from .workload import call_model
 
 
-class Stepper:
-    """One step of the user's workload: inference (no_grad forward) or a training step."""
+class Step:
+    """One step of the user's workload on one model object, eager or compiled."""
 
-    def __init__(self, model, task: str, workload, config: CompileConfig | None = None) -> None:
+    def __init__(self, model, task: str, workload) -> None:
         import torch
-
-        from .config import optimizer_step
 
         self.model, self.task, self.workload = model, task, workload
         self.optimizer = None
-        self.optimizer_step = None
+        self._forwards: list[tuple[Any, Any]] = []  # (module, its compiled forward)
+        self._compiled_optimizer_step = None
+        self.compiled = False
         if task == "train":
             model.train()
             if workload.build_optimizer is not None:
@@ -28,9 +38,50 @@ class Stepper:
             else:
                 # Documented default: AdamW, the common choice for the transformer-like models we target.
                 self.optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
-            self.optimizer_step = optimizer_step(self.optimizer, config) if config else self.optimizer.step
         else:
             model.eval()
+
+    def compile(self, config: CompileConfig) -> list[tuple[str, Any]]:
+        """Apply ``config`` in place, as ``tuner.apply_config`` does in the user's process."""
+        self._restore_forwards()
+        regions = target_modules(self.model, config.target)
+        apply_config(self.model, config, warm_start=False)
+        self._forwards = [(module, module.__dict__["forward"]) for _, module in regions]
+        self.adopt(config)
+        return regions
+
+    def adopt(self, config: CompileConfig) -> None:
+        """The model was compiled by ``apply_config`` already (as a user's process does it):
+        take the optimizer step the config asks for."""
+        if self.optimizer is not None:
+            self._compiled_optimizer_step = optimizer_step(self.optimizer, config)
+        self.compiled = True
+
+    def _restore_forwards(self) -> None:
+        for module, _ in self._forwards:
+            module.__dict__.pop("forward", None)
+        self._forwards, self._compiled_optimizer_step, self.compiled = [], None, False
+
+    @contextlib.contextmanager
+    def eager(self):
+        """Run the model's own code for the duration (nothing compiled is called)."""
+        was = self.compiled
+        self._set(False)
+        try:
+            yield self
+        finally:
+            self._set(was)
+
+    def mode(self, compiled: bool):
+        return contextlib.nullcontext(self) if compiled else self.eager()
+
+    def _set(self, compiled: bool) -> None:
+        for module, forward in self._forwards:
+            if compiled:
+                module.forward = forward
+            else:
+                module.__dict__.pop("forward", None)
+        self.compiled = compiled and bool(self._forwards)
 
     def __call__(self, inputs, inspect=None):
         import torch
@@ -47,49 +98,106 @@ class Stepper:
         loss.backward()
         if inspect:
             inspect(out, loss)
-        self.optimizer_step()
+        if self.compiled and self._compiled_optimizer_step is not None:
+            self._compiled_optimizer_step()
+        else:
+            self.optimizer.step()
         return loss
 
 
-def _grads(model) -> dict:
-    return {name: p.grad.detach().clone() for name, p in model.named_parameters() if p.grad is not None}
+# --------------------------------------------------------------------------- checked steps
 
 
-def _snapshot(model, out, loss):
-    # Results must be copied before the optimizer step (and the next step) changes them.
+def seed_all(seed: int) -> None:
+    """The same random state before the reference step and the checked step (CPU and CUDA)."""
     import torch
 
-    def detach(v):
-        if isinstance(v, torch.Tensor):
-            return v.detach().clone()
-        if isinstance(v, dict):
-            return {k: detach(x) for k, x in v.items()}
-        if isinstance(v, (list, tuple)):
-            return type(v)(detach(x) for x in v)
-        return v
+    random.seed(seed)
+    torch.manual_seed(seed)  # also seeds every CUDA device
 
-    snap = {"output": detach(out)}
+
+def rng_state(device: str):
+    import torch
+
+    state = [torch.get_rng_state()]
+    if device.startswith("cuda"):
+        state.append(torch.cuda.get_rng_state())
+    return state
+
+
+def consumed_random_numbers(before, after) -> bool:
+    """True when a step drew random numbers (dropout in training, sampling in forward)."""
+    import torch
+
+    return any(not torch.equal(a, b) for a, b in zip(before, after))
+
+
+def checked_step(step: Step, inputs, seed: int) -> dict:
+    """A step from a known random state, with everything a correctness check compares: the
+    output; in training also the loss, every gradient and every parameter after the optimizer
+    step (so a compiled optimizer step is checked too)."""
+    box: dict[str, Any] = {}
+    seed_all(seed)
+    step(inputs, inspect=lambda out, loss: box.update(_snapshot(step.model, out, loss)))
+    if step.task == "train":
+        box["params"] = {name: p.detach().clone() for name, p in step.model.named_parameters()}
+    return box
+
+
+def _snapshot(model, out, loss) -> dict:
+    # Results must be copied before the optimizer step (and the next step) changes them.
+    import torch
+    from torch.utils._pytree import tree_map
+
+    snap = {"output": tree_map(lambda v: v.detach().clone() if isinstance(v, torch.Tensor) else v, out)}
     if loss is not None:
         snap["loss"] = loss.detach().clone()
-        snap["grads"] = _grads(model)
+        snap["grads"] = {name: p.grad.detach().clone() for name, p in model.named_parameters() if p.grad is not None}
     return snap
 
 
-def timed_snapshot(stepper, inputs, device):
-    """A timed step whose results are kept (copied before the optimizer step changes them)."""
-    box: dict[str, Any] = {}
-    t, _ = timed(
-        lambda: stepper(inputs, inspect=lambda out, loss: box.update(snap=_snapshot(stepper.model, out, loss))),
-        device,
-    )
-    return t, box["snap"]
+class TrainingState:
+    """Weights, buffers and optimizer state saved once and restored in place before each
+    checked step, so the eager and the compiled step start from the same state. In place
+    (``copy_``), so compiled code that guards on these tensors sees the same objects."""
+
+    def __init__(self, step: Step) -> None:
+        import torch
+
+        self.step = step
+        with torch.no_grad():
+            self.tensors = [(t, t.detach().clone()) for t in _state_tensors(step)]
+        opt = step.optimizer
+        self.optimizer_state = {p: dict(s) for p, s in opt.state.items()} if opt is not None else {}
+        self.optimizer_values = {(id(p), k): (v.detach().clone() if isinstance(v, torch.Tensor) else v)
+                                 for p, s in self.optimizer_state.items() for k, v in s.items()}
+
+    def restore(self) -> None:
+        import torch
+
+        with torch.no_grad():
+            for live, saved in self.tensors:
+                live.copy_(saved)
+        opt = self.step.optimizer
+        if opt is None:
+            return
+        for p in [p for p in opt.state if p not in self.optimizer_state]:
+            del opt.state[p]  # state the optimizer created after the save
+        for p, entries in self.optimizer_state.items():
+            live = opt.state[p]
+            for k, obj in entries.items():
+                saved = self.optimizer_values[(id(p), k)]
+                if isinstance(saved, torch.Tensor):
+                    with torch.no_grad():
+                        obj.copy_(saved)
+                    live[k] = obj
+                else:
+                    live[k] = saved
 
 
-def sync_weights(eager: "Stepper", compiled: "Stepper") -> None:
-    """Training changes the weights every step, and the two models have taken different numbers
-    of steps by now: start each schedule step from the compiled model's state so the results
-    are comparable. In-place compile keeps the state_dict keys identical."""
-    if eager.task != "train" or eager is compiled:
-        return
-    eager.model.load_state_dict(compiled.model.state_dict())
-    eager.optimizer.load_state_dict(compiled.optimizer.state_dict())
+def _state_tensors(step: Step) -> list:
+    return list(step.model.parameters()) + [b for b in step.model.buffers()]
+
+
+def timed_steps(step: Step, inputs, n: int, device: str) -> list[float]:
+    return [timed(lambda: step(inputs), device)[0] for _ in range(n)]

@@ -72,7 +72,7 @@ def measure_start(spec, rec) -> None:
 
     from .config import CompileConfig, apply_config, load_tuned_config
     from .devices import sync, to_device
-    from .steps import Stepper
+    from .steps import Step
     from .workload import load_workload
 
     workload = load_workload(spec.workload)
@@ -83,7 +83,8 @@ def measure_start(spec, rec) -> None:
     start = time.perf_counter()
     apply_config(model, spec.config_path or config)
     loaded = time.perf_counter() - start
-    stepper = Stepper(model, spec.task, workload, config)
+    stepper = Step(model, spec.task, workload)
+    stepper.adopt(config)
     stepper(inputs)
     sync(spec.device)
     first = time.perf_counter() - start
