@@ -85,3 +85,18 @@ def test_pareto_objective_picks_the_knee_from_a_real_study(tmp_path):
     assert len(front) >= 1 and "knee" in tuned.measured["reason"]
     totals = [p["total_time_s"] for p in front]
     assert totals == sorted(totals)
+
+
+def test_eager_failing_every_round_is_a_failed_confirmation_not_a_crash():
+    r = results([10.0], [9.0, 9.1], [8.0, 8.1])
+    r[EAGER.key()] = Confirmed(EAGER, failures=["crashed", "crashed"])
+    d = decide(r, 0.01, SCORING)
+    assert d["failed"] == "eager failed every round (crashed x2)" and "verdict" not in d
+
+
+def test_every_round_of_every_candidate_failing_is_a_failed_confirmation():
+    from tuner.confirm import confirm
+
+    d = confirm([TUNED], SCORING, lambda cfg, label: {"status": "failed", "failure": {"category": "timeout"}},
+                rounds=2, log=lambda line: None)
+    assert d["failed"] == "every candidate failed every round (timeout x6)"

@@ -162,6 +162,17 @@ def _diagnostics_text(study) -> str:
 
 
 def _verdict_text(tuned: dict, out_dir) -> str:
+    text = _verdict_lines(tuned, out_dir)
+    m = tuned.get("measured") or {}
+    if m.get("confirmed") is False:
+        first, _, rest = text.partition("\n")
+        why = m.get("unconfirmed_because") or "no confirmation recorded"
+        detail = f" ({m['confirmation_error']})" if m.get("confirmation_error") else ""
+        text = f"{first} [unconfirmed: {why}{detail}]" + ("\n" + rest if rest else "")
+    return text
+
+
+def _verdict_lines(tuned: dict, out_dir) -> str:
     m = tuned.get("measured") or {}
     path = os.path.join(str(out_dir), "best_config.yaml")
     if tuned.get("verdict") == "stay_eager":
@@ -186,7 +197,8 @@ def _verdict_text(tuned: dict, out_dir) -> str:
         f"verdict: compile with {CompileConfig.from_dict(cfg).describe()}",
         f"  {m['speedup_vs_eager']:.2f}x faster steps than eager"
         + (f", {vs_plain:.2f}x vs plain torch.compile" if vs_plain else "")
-        + f"; compile {m['compile_time_s']:.1f} s, pays off after {m['break_even_steps']} steps",
+        + f"; compile {m['compile_time_s']:.1f} s{' warm' if m.get('compile_cost') == 'warm' else ''}, "
+        f"pays off after {m['break_even_steps']} steps",
         f"  total {m['total_time_s']:.1f} s vs eager {m['eager_total_time_s']:.1f} s",
     ]
     if m.get("confirmed"):

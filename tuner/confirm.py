@@ -85,14 +85,23 @@ def confirm(finalists: list[CompileConfig], scoring: Scoring, measure: Callable[
         log(f"  confirmation round {r + 1}/{rounds} done")
     # One eager reference for every candidate: the median eager step over all confirmation
     # processes (each of them timed eager side by side with its config).
-    eager_step = statistics.median(s for e in results.values() for s in e.eager_steps)
+    eager_steps = [s for e in results.values() for s in e.eager_steps]
+    if not eager_steps:
+        return {"failed": f"every candidate failed every round ({_failures(results.values())})",
+                "candidates": [e.summary() for e in results.values()]}
+    eager_step = statistics.median(eager_steps)
     for entry in results.values():
         entry.totals = [c + scoring.steps * eager_step / s for s, c in zip(entry.speedups, entry.compile_times)]
     return decide(results, eager_step, scoring)
 
 
 def decide(results: dict[str, Confirmed], eager_step: float, scoring: Scoring) -> dict[str, Any]:
+    """The confirmed verdict, or ``{"failed": why, ...}`` when the rounds cannot decide (eager,
+    the yardstick, failed every round): the verdict then falls back to the search's figures."""
     eager = results[EAGER.key()]
+    if not eager.totals:
+        return {"failed": f"eager failed every round ({_failures([eager])})", "eager_step_s": eager_step,
+                "candidates": [e.summary() for e in results.values()]}
     plain = results.get(PLAIN_COMPILE.key())
     ok = [e for e in results.values() if e.ok and e.config.compiles
           and not (scoring.max_memory_mb and (e.median(e.peak_memory) or 0) > scoring.max_memory_mb)]
@@ -103,7 +112,9 @@ def decide(results: dict[str, Confirmed], eager_step: float, scoring: Scoring) -
         "candidates": [e.summary() for e in results.values()],
     }
     if best is None:
-        decision.update(choice=EAGER.to_dict(), verdict="stay_eager", reason="no finalist was confirmed")
+        failed = [e for e in results.values() if e.config.compiles and not e.ok]
+        why = (f"failures in fresh processes: {_failures(failed)}" if failed else "over the memory bound")
+        decision.update(choice=EAGER.to_dict(), verdict="stay_eager", reason=f"no finalist was confirmed ({why})")
         return decision
     lead = eager_total - best.median(best.totals)
     noise = best.noise_s + eager.noise_s
@@ -126,3 +137,11 @@ def decide(results: dict[str, Confirmed], eager_step: float, scoring: Scoring) -
             reason += f"; beats plain torch.compile by {plain_lead:.1f} s (noise {plain_noise:.1f} s)"
     decision.update(choice=chosen.config.to_dict(), verdict="compile", reason=reason, best=chosen.summary())
     return decision
+
+
+def _failures(entries) -> str:
+    """``crashed x3, timeout`` over ``entries``' failed rounds."""
+    from collections import Counter
+
+    counts = Counter(f for e in entries for f in e.failures)
+    return ", ".join(f"{k} x{n}" if n > 1 else k for k, n in counts.most_common()) or "no rounds"

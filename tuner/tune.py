@@ -19,7 +19,7 @@ from .storage import HEARTBEAT_S, redact, scrub
 from .study import (ROLE_EAGER, StudyRun, StudySettings, Tuner, check_settings, default_threads,
                     fail_stale_trials, has_repeated_blocks, open_study, scoring_from_study)
 from .threads import check_threads
-from .verdict import confirm_finalists, pick_best
+from .verdict import SKIPPED_ATTR, confirm_finalists, pick_best
 from .warmstart import bundle_and_measure
 from .workload import load_workload, validate_workload
 
@@ -76,7 +76,8 @@ class TuneOptions:
         if self.compile_cost not in ("cold", "warm"):
             raise TunerError(f"--compile-cost must be cold or warm, got {self.compile_cost!r}", "use cold or warm")
         if self.threads is not None and self.threads < 1:
-            raise TunerError(f"--threads must be >= 1, got {self.threads}", "e.g. --threads 1 (the default is torch's own count in a fresh process, as your run gets)")
+            raise TunerError(f"--threads must be >= 1, got {self.threads}",
+                             "e.g. --threads 1 (the default is torch's own count in a fresh process, as your run gets)")
         if self.workers < 1:
             raise TunerError(f"--workers must be >= 1, got {self.workers}")
         if self.heartbeat < 1:
@@ -155,6 +156,7 @@ def tune(opts: TuneOptions, log=print) -> TuneResult:
     tuner = Tuner(study, space, settings, out_dir / "work", on_trial=progress.update, worker=worker, log=log)
     run = StudyRun(study=study, scoring=None)  # type: ignore[arg-type]
     progress.start(tuner.search_done())
+    failure: Exception | None = None
     try:
         if opts.workers > 1:
             from .workers import run_workers
@@ -166,33 +168,54 @@ def tune(opts: TuneOptions, log=print) -> TuneResult:
             tuner.finish_baselines(run.scoring)
     except KeyboardInterrupt:
         run.interrupted = True
+    except Exception as exc:  # noqa: BLE001 - re-raised once the outputs of what was measured are written
+        failure = exc
     finally:
         progress.close()
     if opts.worker_index is not None:
+        if failure is not None:
+            raise failure
         return TuneResult(out_dir=out_dir, tuned=None, run=run, summary="")  # type: ignore[arg-type]
+    if run.scoring is None and _eager_done(study):
+        run.scoring = scoring_from_study(study)  # stopped while plain torch.compile was measured
     if run.scoring is None:
+        if failure is not None:
+            raise failure
         raise TunerError("interrupted before the eager baseline was measured", "run the same command again")
+    # From here on the eager baseline exists: best_config.yaml and the reports are written whatever
+    # happens next (an unconfirmed verdict says why it is unconfirmed).
     study.set_user_attr("objective", opts.objective)
-    if not run.interrupted and opts.objective == "time":
+    if run.interrupted or failure is not None:
+        study.set_user_attr(SKIPPED_ATTR, "interrupted" if failure is None else "stopped by an error")
+    elif opts.objective == "time":
         try:
             confirm_finalists(study, run.scoring, tuner, opts.confirm, opts.confirm_rounds, log)
         except KeyboardInterrupt:
             run.interrupted = True
+            study.set_user_attr(SKIPPED_ATTR, "interrupted")
     tuned = pick_best(study, run.scoring, device)
     write_outputs(study, tuned, out_dir)
+    if failure is not None:
+        raise failure
     if tuned.verdict == "compile" and opts.warm_start and not run.interrupted:
-        log("saving the compile cache beside best_config.yaml and timing a cold vs warm start ...")
-        started = bundle_and_measure(settings, out_dir / "best_config.yaml", out_dir / "work")
-        study.set_user_attr("warm_start", {"config_key": tuned.config.key(), **started})
-        tuned = pick_best(study, run.scoring, device)
-        write_outputs(study, tuned, out_dir)
+        def warm_start() -> None:
+            log("saving the compile cache beside best_config.yaml and timing a cold vs warm start ...")
+            started = bundle_and_measure(settings, out_dir / "best_config.yaml", out_dir / "work")
+            study.set_user_attr("warm_start", {"config_key": tuned.config.key(), **started})
+
+        if _optional("saving the warm start", warm_start, run, log):
+            tuned = pick_best(study, run.scoring, device)
+            write_outputs(study, tuned, out_dir)
     if opts.check_threads and not run.interrupted:
-        log(f"checking the chosen config from {opts.check_threads} threads at once ...")
-        found = check_threads(str(workload.path), tuned.config, opts.check_threads, device=device,
-                              torch_threads=threads, timeout=opts.trial_timeout, work_dir=out_dir / "work")
-        study.set_user_attr("thread_check", {"config_key": tuned.config.key(), **found})
-        tuned = pick_best(study, run.scoring, device)
-        write_outputs(study, tuned, out_dir)
+        def thread_check() -> None:
+            log(f"checking the chosen config from {opts.check_threads} threads at once ...")
+            found = check_threads(str(workload.path), tuned.config, opts.check_threads, device=device,
+                                  torch_threads=threads, timeout=opts.trial_timeout, work_dir=out_dir / "work")
+            study.set_user_attr("thread_check", {"config_key": tuned.config.key(), **found})
+
+        if _optional("the thread check", thread_check, run, log):
+            tuned = pick_best(study, run.scoring, device)
+            write_outputs(study, tuned, out_dir)
     frame = trials_frame(study)
     summary = summary_table(frame)
     if run.exhausted:
@@ -200,6 +223,27 @@ def tune(opts: TuneOptions, log=print) -> TuneResult:
     if run.interrupted:
         run.notes.append("interrupted: run the same command again to continue the study")
     return TuneResult(out_dir=out_dir, tuned=tuned, run=run, summary=summary)
+
+
+def _eager_done(study) -> bool:
+    from optuna.trial import TrialState
+
+    return any(t.user_attrs.get("role") == ROLE_EAGER and t.state == TrialState.COMPLETE
+               for t in study.get_trials(deepcopy=False))
+
+
+def _optional(what: str, step, run: StudyRun, log) -> bool:
+    """Run an extra after the verdict is written; its failure is a note, not a lost run."""
+    try:
+        step()
+        return True
+    except KeyboardInterrupt:
+        run.interrupted = True
+    except Exception as exc:  # noqa: BLE001 - the verdict and outputs stand without the extra
+        line = f"{what} failed: {type(exc).__name__}: {exc}".splitlines()[0][:300]
+        log(f"  {line}")
+        run.notes.append(line)
+    return False
 
 
 def check_model(workload_path: str, task: str, work_dir: Path, device: str = "cpu", threads: int = 1,
@@ -238,11 +282,7 @@ def rebuild_outputs(out_dir: str | Path, storage: str | None = None, study_name:
 def pick_saved(study) -> TunedConfig:
     """:func:`pick_best` for a study read back from storage."""
     scoring = scoring_from_study(study)
-    from optuna.trial import TrialState
-
-    eager_done = any(t.user_attrs.get("role") == ROLE_EAGER and t.state == TrialState.COMPLETE
-                     for t in study.get_trials(deepcopy=False))
-    if scoring is None or not eager_done:
+    if scoring is None or not _eager_done(study):
         raise TunerError(f"study '{study.study_name}' has no eager baseline yet, so there is nothing to report",
                          "run compile-tune on the model with this --out to measure it")
     device = (study.user_attrs.get("settings") or {}).get("device", "cpu")

@@ -30,6 +30,10 @@ def _ranked(study, scoring: Scoring):
     return eager, plain, sorted(candidates, key=lambda t: t.value)
 
 
+#: Study attribute: why the finalists were not confirmed this time (``--confirm 0``, ``interrupted``, ...).
+SKIPPED_ATTR = "confirmation_skipped"
+
+
 def finalist_configs(study, scoring: Scoring, k: int) -> list[CompileConfig]:
     return [CompileConfig.from_dict(t.user_attrs["config"]) for t in _ranked(study, scoring)[2][:k]]
 
@@ -38,21 +42,31 @@ def confirm_finalists(study, scoring: Scoring, tuner: Tuner, k: int, rounds: int
     """Re-measure the top ``k`` with eager and plain compile (tuner/confirm.py); stored in the
     study so a re-run with the same finalists does not measure them again."""
     eager, _, ranked = _ranked(study, scoring)
-    if k <= 0 or rounds <= 0 or not ranked or ranked[0].value > eager.value * 1.05:
+    skipped = ("--confirm 0" if k <= 0 else "--confirm-rounds 0" if rounds <= 0
+               else "no correct compiled config" if not ranked
+               else "nothing within 5 % of eager" if ranked[0].value > eager.value * 1.05 else None)
+    if skipped:
+        study.set_user_attr(SKIPPED_ATTR, skipped)
         return None  # nothing is close to beating eager: no lead to confirm
     finalists = finalist_configs(study, scoring, k)
     keys = sorted(c.key() for c in finalists)
     stored = study.user_attrs.get("confirmation")
-    if stored and stored.get("finalist_keys") == keys and stored.get("rounds") == rounds:
+    if stored and stored.get("verdict") and stored.get("finalist_keys") == keys and stored.get("rounds") == rounds:
         return stored
     log(f"confirming {len(finalists)} finalist(s) with eager and plain torch.compile: {rounds} interleaved "
         f"rounds in fresh processes ...")
     def measure(config, label):
         return tuner.measure(config, label, warm=scoring.compile_cost == "warm")
 
-    decision = confirm(finalists, scoring, measure, rounds=rounds, log=log)
+    try:
+        decision = confirm(finalists, scoring, measure, rounds=rounds, log=log)
+    except Exception as exc:  # noqa: BLE001 - a broken confirmation must not cost the run its outputs
+        decision = {"failed": f"{type(exc).__name__}: {exc}".splitlines()[0][:300]}
+    if decision.get("failed"):
+        log(f"  confirmation failed ({decision['failed']}); the verdict uses the search's figures, marked unconfirmed")
     decision.update(finalist_keys=keys, rounds=rounds)
     study.set_user_attr("confirmation", decision)
+    study.set_user_attr(SKIPPED_ATTR, None)
     return decision
 
 
@@ -98,16 +112,36 @@ def regional_saving(study) -> dict | None:
 
 def _pick_best(study, scoring: Scoring, device: str) -> TunedConfig:
     eager, _, candidates = _ranked(study, scoring)
+    settings = study.user_attrs.get("settings") or {}
     tuned_on = dict(eager.user_attrs.get("environment") or {})
-    tuned_on.update(device=device, date=_measured_on(study), steps=scoring.steps,
-                    task=study.user_attrs.get("settings", {}).get("task"))
+    # The trials' own thread count (their environment records it); the study's setting if not.
+    tuned_on.setdefault("threads", settings.get("threads"))
+    tuned_on.update(device=device, date=_measured_on(study), steps=scoring.steps, task=settings.get("task"))
     if study.user_attrs.get("objective") == "pareto":
-        return _pick_pareto(study, scoring, eager, candidates, tuned_on)
-    confirmation = study.user_attrs.get("confirmation")
-    if confirmation and confirmation.get("finalist_keys") == sorted(
-            c.key() for c in finalist_configs(study, scoring, len(confirmation["finalist_keys"]))):
-        return _from_confirmation(confirmation, scoring, tuned_on, study)
-    return _pick_time(study, scoring, eager, candidates, tuned_on)
+        return _unconfirmed(_pick_pareto(study, scoring, eager, candidates, tuned_on), "objective pareto")
+    confirmation = study.user_attrs.get("confirmation") or {}
+    current = confirmation.get("finalist_keys") == sorted(
+        c.key() for c in finalist_configs(study, scoring, len(confirmation.get("finalist_keys") or [])))
+    searched = _pick_time(study, scoring, eager, candidates, tuned_on)
+    if current and confirmation.get("verdict"):
+        try:
+            return _from_confirmation(confirmation, scoring, tuned_on, study)
+        except (KeyError, TypeError, ValueError, ZeroDivisionError) as exc:
+            return _unconfirmed(searched, "confirmation failed", f"unusable confirmation figures ({exc!r})")
+    if study.user_attrs.get(SKIPPED_ATTR):
+        return _unconfirmed(searched, study.user_attrs[SKIPPED_ATTR])
+    if current and confirmation.get("failed"):
+        return _unconfirmed(searched, "confirmation failed", confirmation["failed"])
+    why = "finalists changed since the last confirmation" if confirmation else "no confirmation recorded"
+    return _unconfirmed(searched, why)
+
+
+def _unconfirmed(tuned: TunedConfig, why: str, detail: str | None = None) -> TunedConfig:
+    """The search's own figures, marked: nothing re-measured them side by side (see ``confirm``)."""
+    marker: dict[str, Any] = {"confirmed": False, "unconfirmed_because": why}
+    if detail:
+        marker["confirmation_error"] = detail
+    return dataclasses.replace(tuned, measured={**marker, **tuned.measured})
 
 
 def _pick_time(study, scoring: Scoring, eager, candidates, tuned_on: dict) -> TunedConfig:
@@ -124,23 +158,28 @@ def _pick_time(study, scoring: Scoring, eager, candidates, tuned_on: dict) -> Tu
         return TunedConfig(EAGER, "stay_eager", measured, tuned_on)
     a = best.user_attrs
     step = a["step_time_s"]
+    compile_s = scoring.compile_time(a)  # the compile cost the score counted (cold or warm)
     measured: dict[str, Any] = {
         "speedup_vs_eager": a["speedup"],
         "speedup_vs_plain_compile": (a["speedup"] / plain.user_attrs["speedup"]) if plain else None,
         "total_time_s": best.value,
         "eager_total_time_s": eager_total,
         "plain_compile_total_time_s": plain.value if plain else None,
-        "compile_time_s": a.get("compile_time_s"),
+        "compile_time_s": compile_s,
+        "compile_cost": scoring.compile_cost,
+        "cold_compile_time_s": a.get("compile_time_s") if scoring.compile_cost == "warm" else None,
         "step_time_ms": step * 1e3,
         "eager_step_time_ms": scoring.eager_step_s * 1e3,
         "step_spread": a.get("step_spread"),
         "peak_memory_mb": a.get("peak_memory_mb"),
         "eager_peak_memory_mb": a.get("eager_peak_memory_mb"),
-        "break_even_steps": break_even_steps(a.get("compile_time_s") or 0.0, scoring.eager_step_s, step),
+        "break_even_steps": break_even_steps(compile_s, scoring.eager_step_s, step),
         "graph_breaks": a.get("graph_breaks"),
         "recompiles": a.get("recompiles"),
         "trial": best.number,
     }
+    if scoring.compile_cost == "warm":
+        measured["cold_compile_time_s"] = a.get("compile_time_s")
     return TunedConfig(CompileConfig.from_dict(a["config"]), "compile", _rounded(measured), tuned_on)
 
 
@@ -207,6 +246,7 @@ def _from_confirmation(decision: dict, scoring: Scoring, tuned_on: dict, study) 
         "total_time_range_s": [chosen["total_time_min_s"], chosen["total_time_max_s"]],
         "plain_compile_total_time_s": plain["total_time_s"] if plain else None,
         "compile_time_s": chosen["compile_time_s"],
+        "compile_cost": scoring.compile_cost,
         "step_time_ms": step * 1e3,
         "peak_memory_mb": chosen["peak_memory_mb"],
         "eager_peak_memory_mb": eager["peak_memory_mb"],

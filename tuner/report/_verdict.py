@@ -22,6 +22,14 @@ class Verdict:
 
 def verdict(data: ReportData) -> Verdict:
     v = _verdict(data)
+    m = data.tuned.measured
+    if m.get("confirmed") is False:
+        why = text(m.get("unconfirmed_because")) or "no confirmation recorded"
+        v.sentence += (f" This verdict is unconfirmed: {why} (the search's single measurements, not re-measured "
+                       "side by side with eager).")
+        v.facts.insert(0, ("unconfirmed", why, "the search's single measurements"))
+        if m.get("confirmation_error"):
+            v.facts.append(("confirmation", "failed", text(m.get("confirmation_error"))))
     if data.hardware_warning:
         v.sentence += f" Warning: {data.hardware_warning}."
     return v
@@ -79,7 +87,10 @@ def _compile_verdict(data: ReportData, best, steps: int) -> Verdict:
         ("speedup vs eager", ratio(m.get("speedup_vs_eager")), "per step"),
         ("speedup vs plain torch.compile", ratio(vs_plain) if vs_plain else "n/a",
          "per step" if vs_plain else "plain torch.compile failed"),
-        ("compile time", seconds(m.get("compile_time_s")), "cold, recompiles included"),
+        ("compile time", seconds(m.get("compile_time_s")),
+         "warm (cache kept), recompiles included" + (f"; cold {seconds(m['cold_compile_time_s'])}"
+                                                     if number(m.get("cold_compile_time_s")) else "")
+         if data.scoring.compile_cost == "warm" else "cold, recompiles included"),
         ("step time", millis(best.get("step_time_s")), f"eager {millis(data.scoring.eager_step_s)}"),
         (f"total over {steps:,} steps", seconds(m.get("total_time_s")), f"eager {seconds(m.get('eager_total_time_s'))}"
          + (f", plain compile {seconds(plain)}" if not missing(plain) else "")),

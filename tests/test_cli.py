@@ -1,0 +1,18 @@
+"""The terminal summary states the verdict, and says when it is unconfirmed."""
+from tuner.cli import _verdict_text
+
+
+def test_the_summary_says_an_unconfirmed_verdict_is_unconfirmed_and_why():
+    measured = {"confirmed": False, "unconfirmed_because": "confirmation failed",
+                "confirmation_error": "eager failed every round (crashed x2)", "speedup_vs_eager": 1.5,
+                "compile_time_s": 2.0, "break_even_steps": 600, "total_time_s": 8.0, "eager_total_time_s": 10.0}
+    text = _verdict_text({"verdict": "compile", "config": {"target": "whole"}, "measured": measured}, "out")
+    first = text.splitlines()[0]
+    assert first.startswith("verdict: compile with whole/inductor/default")
+    assert first.endswith("[unconfirmed: confirmation failed (eager failed every round (crashed x2))]")
+    eager = _verdict_text({"verdict": "stay_eager", "config": {"target": "none"},
+                           "measured": {"confirmed": False, "unconfirmed_because": "--confirm 0", "total_time_s": 9.0}},
+                          "out")
+    assert "[unconfirmed: --confirm 0]" in eager.splitlines()[0]
+    confirmed = dict(measured, confirmed=True, confirm_rounds=3, speedup_range=[1.4, 1.6], reason="beats eager")
+    assert "unconfirmed" not in _verdict_text({"verdict": "compile", "config": {}, "measured": confirmed}, "out")

@@ -1,0 +1,124 @@
+"""The end of a study: best_config.yaml is always written, and an unconfirmed verdict says why.
+
+Trials are replaced by a stand-in measurement (``Tuner.measure``), so these tests run the whole
+pipeline of ``tune()`` (baselines, search, confirmation, verdict, outputs) in seconds.
+"""
+import pytest
+import yaml
+
+from tuner.config import CompileConfig
+from tuner.study import Tuner
+from tuner.tune import TuneOptions, tune
+
+ENV = {"torch": "2.13.0+cpu", "device": "cpu", "threads": 1}
+
+
+def ok(config: CompileConfig, speedup: float = 1.5, compile_s: float = 1.0) -> dict:
+    result = {"status": "ok", "eager_step_s": 0.01, "step_s": 0.01 / speedup, "correct": True,
+              "peak_memory_mb": 10.0, "eager_peak_memory_mb": 10.0, "environment": ENV}
+    if config.compiles:
+        result.update(speedup=speedup, compile_time_s=compile_s)
+    return result
+
+
+def crashed() -> dict:
+    return {"status": "failed", "failure": {"category": "crashed", "explanation": "the trial process died",
+                                            "hint": "try another backend", "raw": "killed by signal 11"}}
+
+
+def stand_in(confirm_round):
+    """A ``Tuner.measure`` that measures nothing; ``confirm_round(config)`` answers confirmation rounds."""
+    def measure(self, config, label="trial", compile_budget_s=None, warm=True):
+        if label.startswith("confirm-"):
+            return confirm_round(config)
+        return ok(config)
+    return measure
+
+
+def run(tmp_path, workloads, monkeypatch, confirm_round=lambda cfg: ok(cfg), **options) -> dict:
+    monkeypatch.setattr(Tuner, "measure", stand_in(confirm_round))
+    opts = dict(workload=str(workloads / "mlp.py"), space="quick", trials=1, steps=1_000_000, threads=1,
+                out=str(tmp_path / "out"), check=False, warm_start=False, progress=False, confirm_rounds=2)
+    tune(TuneOptions(**{**opts, **options}), log=lambda line: None)
+    return yaml.safe_load((tmp_path / "out" / "best_config.yaml").read_text())
+
+
+def test_a_confirmed_verdict_says_confirmed_true(tmp_path, workloads, monkeypatch):
+    best = run(tmp_path, workloads, monkeypatch)
+    assert best["measured"]["confirmed"] is True and "unconfirmed_because" not in best["measured"]
+
+
+@pytest.mark.parametrize("eager_too", [False, True], ids=["candidates", "eager-too"])
+def test_best_config_is_written_when_every_confirmation_round_fails(tmp_path, workloads, monkeypatch, eager_too):
+    best = run(tmp_path, workloads, monkeypatch,
+               confirm_round=lambda cfg: crashed() if cfg.compiles or eager_too else ok(cfg))
+    m = best["measured"]
+    if eager_too:  # the yardstick failed: the search's own figures stand, marked
+        assert m["confirmed"] is False and m["unconfirmed_because"] == "confirmation failed"
+        assert "crashed" in m["confirmation_error"] and best["verdict"] == "compile"
+    else:  # every finalist crashed in fresh processes: that is a confirmed reason to stay eager
+        assert best["verdict"] == "stay_eager" and "crashed" in m["reason"]
+
+
+def test_best_config_is_written_when_confirmation_raises(tmp_path, workloads, monkeypatch):
+    def broken(cfg):
+        raise OSError("No space left on device")
+
+    best = run(tmp_path, workloads, monkeypatch, confirm_round=broken)
+    m = best["measured"]
+    assert m["confirmed"] is False and m["unconfirmed_because"] == "confirmation failed"
+    assert m["confirmation_error"] == "OSError: No space left on device"
+    assert (tmp_path / "out" / "report.md").exists() and (tmp_path / "out" / "trials.csv").exists()
+
+
+@pytest.mark.parametrize("options, why", [
+    ({"confirm": 0}, "--confirm 0"),
+    ({"objective": "pareto"}, "objective pareto"),
+    ({"steps": 1}, "nothing within 5 % of eager"),
+])
+def test_an_unconfirmed_verdict_says_why_in_the_yaml_and_the_report(tmp_path, workloads, monkeypatch, options, why):
+    best = run(tmp_path, workloads, monkeypatch, **options)
+    assert best["measured"]["confirmed"] is False and best["measured"]["unconfirmed_because"] == why
+    assert f"unconfirmed: {why}" in (tmp_path / "out" / "report.md").read_text()
+
+
+def test_an_interrupted_study_writes_an_unconfirmed_verdict(tmp_path, workloads, monkeypatch):
+    calls = []
+
+    def measure(self, config, label="trial", compile_budget_s=None, warm=True):
+        calls.append(label)
+        if label.startswith("trial-"):
+            raise KeyboardInterrupt
+        return ok(config)
+
+    monkeypatch.setattr(Tuner, "measure", measure)
+    result = tune(TuneOptions(workload=str(workloads / "mlp.py"), space="quick", trials=2, threads=1,
+                              out=str(tmp_path / "out"), check=False, warm_start=False, progress=False),
+                  log=lambda line: None)
+    assert result.run.interrupted
+    m = yaml.safe_load((tmp_path / "out" / "best_config.yaml").read_text())["measured"]
+    assert m["confirmed"] is False and m["unconfirmed_because"] == "interrupted"
+
+
+def test_an_error_after_the_eager_baseline_still_writes_the_outputs_then_is_raised(tmp_path, workloads, monkeypatch):
+    def measure(self, config, label="trial", compile_budget_s=None, warm=True):
+        if label.startswith("trial-"):
+            raise RuntimeError("storage went away")
+        return ok(config)
+
+    monkeypatch.setattr(Tuner, "measure", measure)
+    with pytest.raises(RuntimeError, match="storage went away"):
+        tune(TuneOptions(workload=str(workloads / "mlp.py"), space="quick", trials=2, threads=1,
+                         out=str(tmp_path / "out"), check=False, warm_start=False, progress=False),
+             log=lambda line: None)
+    m = yaml.safe_load((tmp_path / "out" / "best_config.yaml").read_text())["measured"]
+    assert m["confirmed"] is False and m["unconfirmed_because"] == "stopped by an error"
+
+
+def test_tuned_on_records_the_trials_thread_count(tmp_path, workloads, monkeypatch):
+    monkeypatch.setitem(ENV, "threads", 3)  # what a trial run with --threads 3 reports
+    best = run(tmp_path, workloads, monkeypatch, threads=3, confirm=0)
+    assert best["tuned_on"]["threads"] == 3
+    monkeypatch.delitem(ENV, "threads")  # a trial environment without the count: the study's setting
+    best = run(tmp_path / "again", workloads, monkeypatch, threads=3, confirm=0)
+    assert best["tuned_on"]["threads"] == 3
