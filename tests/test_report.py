@@ -216,3 +216,20 @@ def test_the_report_warns_when_finalists_ran_on_different_hardware(tmp_path):
     tuned = pick_saved(b.study)
     html, markdown = render_reports(b.study, tuned, scoring_from_study(b.study))
     assert "measured on different hardware" in markdown and "measured on different hardware" in html
+
+
+def test_break_even_line_uses_the_compile_cost_the_score_used(tmp_path):
+    from test_verdict import warm_study
+
+    study = warm_study(tmp_path / "study.db")
+    tuned = pick_saved(study)
+    data = collect(study, tuned, scoring_from_study(study))
+    assert data.line(data.best_row(), "best").compile_s == 2.0, "the warm compile, as scored"
+    html, md = render(study)
+    assert f"pays off after {tuned.measured['break_even_steps']:,} steps" in html
+    assert "warm (cache kept)" in md
+
+
+def test_an_unconfirmed_verdict_says_why_in_the_report(mixed):
+    md = render(mixed)[1]
+    assert "unconfirmed: no confirmation recorded" in md_section(md, "Compile with blocks/inductor/default freezing=True")

@@ -272,3 +272,32 @@ def test_default_threads_is_what_a_fresh_process_of_the_user_gets(monkeypatch):
     assert default_threads() == fresh()
     monkeypatch.setenv("OMP_NUM_THREADS", "1")  # the user's setting is respected
     assert default_threads() == fresh() == 1
+
+
+@pytest.mark.parametrize("cost", ["cold", "warm"])
+def test_warm_compile_cost_prunes_no_compile_that_could_win_warm(tmp_path, workloads, monkeypatch, cost):
+    from tuner.study import Tuner
+    from tuner.tune import TuneOptions, tune
+
+    budgets = []
+
+    def measure(self, config, label="trial", compile_budget_s=None, warm=True):
+        if label.startswith("trial-"):
+            budgets.append(compile_budget_s)
+        result = {"status": "ok", "eager_step_s": 0.01, "correct": True, "peak_memory_mb": 1.0,
+                  "environment": {"threads": 1}}
+        if config.compiles:  # a cold compile far over eager's total; warm, it wins
+            result.update(speedup=2.0, compile_time_s=1000.0, compile_time_warm_s=1.0)
+        return result
+
+    monkeypatch.setattr(Tuner, "measure", measure)
+    tune(TuneOptions(workload=str(workloads / "mlp.py"), space="quick", trials=2, steps=1000, threads=1,
+                     out=str(tmp_path / cost), check=False, warm_start=False, progress=False, confirm=0,
+                     compile_cost=cost), log=lambda line: None)
+    assert len(budgets) == 2
+    if cost == "cold":
+        assert all(b is not None and b <= 1000 * 0.01 for b in budgets)
+    else:
+        assert budgets == [None, None]
+        best = yaml.safe_load((tmp_path / cost / "best_config.yaml").read_text())
+        assert best["verdict"] == "compile" and best["measured"]["compile_time_s"] == 1.0

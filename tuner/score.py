@@ -30,10 +30,14 @@ class Scoring:
     """``cold``: the compile time of a first run (empty cache); ``warm``: of a restart that
     finds its cache (what users who keep the cache pay on every restart)."""
 
-    def compile_time(self, m: dict) -> float:
-        if self.compile_cost == "warm" and m.get("compile_time_warm_s") is not None:
-            return float(m["compile_time_warm_s"])
-        return float(m.get("compile_time_s") or 0.0)
+    def compile_time(self, m) -> float:
+        """The compile time that counts: the one place that decides cold or warm, for the score,
+        pruning, break-even steps and the reports. ``m``: a measurement, trial attributes or a
+        report row (a missing value may be None or NaN)."""
+        warm = _number(m.get("compile_time_warm_s"))
+        if self.compile_cost == "warm" and warm is not None:
+            return warm
+        return _number(m.get("compile_time_s")) or 0.0
 
     def step_time(self, m: dict) -> float | None:
         speedup = m.get("speedup")
@@ -61,3 +65,11 @@ def break_even_steps(compile_s: float, eager_step_s: float, step_s: float) -> fl
     if saving <= 0:
         return None
     return math.ceil(compile_s / saving)
+
+
+def _number(value) -> float | None:
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        return None
+    return value if math.isfinite(value) else None

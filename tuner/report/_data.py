@@ -94,7 +94,7 @@ class ReportData:
     def line(self, row: pd.Series | None, label: str) -> Line | None:
         if row is None or row.get("state") != "COMPLETE" or missing(row.get("step_time_s")):
             return None
-        return Line(label, number(row.get("compile_time_s")) or 0.0, float(row["step_time_s"]))
+        return Line(label, self.scoring.compile_time(row), float(row["step_time_s"]))
 
     def dimension_values(self) -> list[dict]:
         """Per search dimension with two or more values: median and best total per value."""

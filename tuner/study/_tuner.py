@@ -84,8 +84,22 @@ class Tuner:
         return {"compile_time_warm_s": max(0.0, float(warm["first_step_s"]) - float(result.get("step_s") or 0.0)),
                 "warm_compile_wall_s": warm.get("trial_wall_s")}
 
+    def _compile_budget(self) -> float | None:
+        """How long the next trial's compile may run before it is pruned (it cannot win).
+
+        Under ``--compile-cost cold`` the trial's own (cold) compile is what the score counts, so a
+        compile longer than the best total so far cannot win. Under ``warm`` the score counts the
+        warm compile, measured afterwards in a second process, and it is not bounded by the cold
+        one (on CPU the cold compile is mostly C++ builds a warm start skips): a cold compile over
+        the best total may still win warm. No budget is safe there, so warm studies prune nothing
+        at compile time; ``--trial-timeout`` still stops runaway compiles.
+        """
+        if self.settings.compile_cost == "warm":
+            return None
+        return self._best_total()
+
     def _best_total(self) -> float | None:
-        """The best total time so far (eager included): the compile budget of the next trial."""
+        """The best total time so far (eager included)."""
         from optuna.trial import TrialState
 
         values = [t.value for t in self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
@@ -321,7 +335,7 @@ class Tuner:
                 self._yield(trial._trial_id, to=rival)
                 run.duplicates += 1
                 return False
-            result = self._interruptible(trial._trial_id, config, f"trial-{trial.number}", self._best_total())
+            result = self._interruptible(trial._trial_id, config, f"trial-{trial.number}", self._compile_budget())
             attrs = trial_attrs(config, ROLE_SEARCH, result, scoring)
             attrs["worker"] = worker_label()
             value = attrs["total_time_s"] if attrs["status"] == "ok" else None
