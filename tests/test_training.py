@@ -84,3 +84,37 @@ def test_train_trial_over_an_input_schedule_compares_like_with_like(workloads, t
     result = run_isolated(spec, timeout=300, work_dir=tmp_path)
     assert result["status"] == "ok", result.get("failure")
     assert result["schedule_len"] == 4 and result["correct"] is True
+
+
+def dropout_trial(workloads, tmp_path, **config):
+    spec = TrialSpec(workload=str(workloads / "dropout.py"), task="train", measure_seconds=0.5, rounds=2,
+                     config={"target": "blocks", **config})
+    return run_isolated(spec, timeout=300, work_dir=tmp_path)
+
+
+def test_training_with_dropout_is_correct_when_compiled(workloads, tmp_path):
+    # Dropout draws random numbers every step: the eager reference and the checked compiled step
+    # must start from the same random state, or every config looks wrong.
+    result = dropout_trial(workloads, tmp_path, backend="aot_eager")
+    assert result["status"] == "ok", result.get("correctness_error") or result.get("failure")
+    assert result["stochastic"] is True and result["correct"] is True
+
+
+@pytest.mark.slow
+def test_training_with_dropout_under_inductor_is_checked_with_eager_random_numbers(workloads, tmp_path):
+    result = dropout_trial(workloads, tmp_path, backend="inductor")
+    assert result["status"] == "ok", result.get("correctness_error") or result.get("failure")
+    assert "fallback_random" in result["correctness_check"]
+
+
+def test_a_miscompiling_backend_is_still_caught_on_a_model_with_dropout(workloads, tmp_path):
+    result = dropout_trial(workloads, tmp_path, backend="wrong_backend")
+    assert result["status"] == "failed" and result["failure"]["category"] == "wrong_results"
+
+
+def test_a_miscompiled_optimizer_step_is_caught(workloads, tmp_path):
+    # The model's graphs are right; only the compiled optimizer step corrupts the weights.
+    result = dropout_trial(workloads, tmp_path, backend="wrong_optimizer_backend", compile_optimizer=True)
+    assert result["status"] == "failed" and result["failure"]["category"] == "wrong_results"
+    assert "after the optimizer step" in result["correctness_error"]
+    assert dropout_trial(workloads, tmp_path, backend="wrong_optimizer_backend")["status"] == "ok"

@@ -1,5 +1,7 @@
 """Real trials in real child processes: an inductor compile, and failures recorded as data."""
 
+import pytest
+
 from tuner.measure import TrialSpec
 from tuner.trial import run_isolated
 
@@ -64,3 +66,35 @@ def test_raising_backend_is_a_compiler_failure(workloads, tmp_path):
     result = run_isolated(spec(workloads, "bad_backends.py", backend="raising_backend"), timeout=120, work_dir=tmp_path)
     assert result["failure"]["category"] == "compiler_failure"
     assert "this backend always fails" in result["failure"]["raw"]
+
+
+def test_the_step_time_is_the_schedule_shape_mix_weighted_by_occurrence(workloads, tmp_path):
+    result = run_isolated(spec(workloads, "mlp.py", backend="aot_eager"), timeout=120, work_dir=tmp_path)
+    assert result["status"] == "ok", result.get("failure")
+    # schedule batch sizes 8, 16, 32, 8: three shapes, batch 8 half of the steps
+    assert [(m["input"], m["weight"]) for m in result["mix"]] == [
+        ("input_schedule()[0]", 0.5), ("input_schedule()[1]", 0.25), ("input_schedule()[2]", 0.25)]
+    eager = sum(m["weight"] * m["eager_step_s"] for m in result["mix"])
+    compiled = sum(m["weight"] * m["step_s"] for m in result["mix"])
+    assert result["eager_step_s"] == pytest.approx(eager) and result["step_s"] == pytest.approx(compiled)
+    assert result["speedup"] == pytest.approx(eager / compiled)
+
+
+def test_shapes_past_the_recompile_limit_are_timed_as_they_run(workloads, tmp_path):
+    # 11 batch sizes with dynamic=False: the last ones run eagerly, and are timed that way
+    result = run_isolated(spec(workloads, "many_shapes.py", backend="aot_eager", dynamic=False), timeout=300,
+                          work_dir=tmp_path)
+    assert result["status"] == "ok", result.get("failure")
+    assert result["recompile_limit_hit"] is True and len(result["mix"]) == 11
+
+
+def test_compiled_memory_is_eager_memory_plus_what_compiling_costs(workloads, tmp_path):
+    # The trial holds the model once: a compiled config is not charged for copies of the
+    # weights, so what compiling adds does not grow with the model (38 MB of weights vs 3 KB).
+    def extra(name):
+        result = run_isolated(spec(workloads, name, backend="aot_eager"), timeout=300, work_dir=tmp_path)
+        assert result["status"] == "ok", result.get("failure")
+        assert result["baseline_memory_mb"] <= result["eager_peak_memory_mb"] <= result["peak_memory_mb"]
+        return result["steady_peak_memory_mb"] - result["eager_peak_memory_mb"]
+
+    assert abs(extra("wide_mlp.py") - extra("blocks.py")) < 15

@@ -52,3 +52,25 @@ def build_model():
 
 def example_inputs():
     return (torch.randn(4, 8, generator=torch.Generator().manual_seed(0)),)
+
+
+@torch._dynamo.register_backend
+def wrong_optimizer_backend(gm, example_inputs):
+    """Runs the model's graphs faithfully; a graph that updates tensors in place (an optimizer
+    step) also nudges every parameter it was given: a miscompiled optimizer step, for real."""
+    in_place = any(str(getattr(n.target, "__name__", n.target)).endswith("_") and not str(n.target).startswith("_")
+                   for n in gm.graph.nodes if n.op in ("call_method", "call_function"))
+    if not in_place:
+        return gm
+
+    # Dynamo hands an optimizer's parameters to the graph as attributes of the graph module.
+    held = [getattr(gm, n.target) for n in gm.graph.nodes if n.op == "get_attr"]
+    params = [t for t in list(example_inputs) + held if isinstance(t, nn.Parameter)]
+
+    def run(*args):
+        outs = gm(*args)
+        with torch.no_grad():
+            for p in params:
+                p.add_(0.5)
+        return outs
+    return run

@@ -3,6 +3,8 @@ every training step draws random numbers."""
 import torch
 from torch import nn
 
+import bad_backends  # noqa: F401  (registers wrong_backend, a miscompiling backend, for the tests)
+
 
 class Block(nn.Module):
     def __init__(self, d):
