@@ -85,3 +85,35 @@ def test_sigkill_of_a_run_then_the_same_command_keeps_every_finished_trial(stora
     assert any(t.user_attrs.get("retry_of") == victim.number for t in after.values()), "measured again"
     frame = pd.read_csv(tmp_path / "blocks" / "trials.csv")
     assert set(frame["number"]) == {t.number for t in study.trials}, "outputs rebuilt from the storage"
+
+
+def test_ctrl_c_is_held_through_storage_writes_and_raised_where_the_run_waits():
+    """tuner.interrupts: SIGINT during a storage write is raised at the next interruptible wait."""
+    from tuner import interrupts
+
+    reached = []
+    with pytest.raises(KeyboardInterrupt):
+        with interrupts.deferred():
+            os.kill(os.getpid(), signal.SIGINT)
+            for _ in range(1000):  # "a storage write": the handler runs here and must not raise
+                sum(range(100))
+            reached.append("write finished")
+            assert interrupts.requested()
+            with interrupts.interruptible():
+                reached.append("never")
+    assert reached == ["write finished"]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+    with pytest.raises(KeyboardInterrupt):  # inside a wait: at once
+        with interrupts.deferred():
+            with interrupts.interruptible():
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(5)
+    with pytest.raises(KeyboardInterrupt):  # a second Ctrl-C does not wait
+        with interrupts.deferred():
+            os.kill(os.getpid(), signal.SIGINT)
+            sum(range(100))
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(5)
+            reached.append("never")
+    assert reached == ["write finished"]

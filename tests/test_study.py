@@ -1,4 +1,5 @@
 """The whole tool from the command line: real trials, a real SQLite Optuna study."""
+import os
 import shutil
 import signal
 import subprocess
@@ -9,6 +10,7 @@ import optuna
 import pandas as pd
 import pytest
 import yaml
+from optuna.trial import TrialState
 
 import tuner
 from tuner.workload import load_workload
@@ -134,26 +136,39 @@ def test_failed_trials_are_recorded_and_the_study_goes_on(tmp_path, cli, workloa
 
 
 def test_interrupting_and_rerunning_continues_the_study(tmp_path, workloads, spaces):
+    """Ctrl-C at the worst moment, then the same command again.
+
+    The worst moment is inside a storage commit: a ``KeyboardInterrupt`` there used to become
+    SQLAlchemy's ``AssertionError`` and end the run with a traceback, no outputs and the trial
+    left running. tests/hold_in_commit.py stops the run in the commit that claims the first
+    search trial (WAITING -> RUNNING) until the SIGINT has been delivered, so that moment is hit
+    every time instead of once in a while.
+    """
     out = tmp_path / "blocks"
-    args = [sys.executable, "-m", "tuner", str(workloads / "blocks.py"), "--space", str(spaces / "logic.yaml"),
-            "--trials", "3", "--out", str(out), *FAST]
-    proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    storage = f"sqlite:///{out / 'study.db'}"
+    marker = tmp_path / "held-in-commit"
+    args = [str(workloads / "blocks.py"), "--space", str(spaces / "logic.yaml"), "--trials", "3", "--out", str(out),
+            *FAST]
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.Popen([sys.executable, str(ROOT / "tests" / "hold_in_commit.py"), str(marker),
+                             "set_trial_state_values", *args],
+                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 240
-    while time.time() < deadline:
-        time.sleep(1)
-        try:
-            study = optuna.load_study(study_name="blocks", storage=storage)
-        except Exception:
-            continue
-        if len(study.get_trials(deepcopy=False)) >= 3:  # eager, plain, and a search trial running
-            break
+    while not marker.exists() and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.05)
+    assert marker.exists(), "the run never reached the search"
     proc.send_signal(signal.SIGINT)
+    marker.unlink()
     stdout, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 130, stderr
+    assert "Traceback" not in stderr
     assert (out / "best_config.yaml").exists(), "what was measured is written out on interrupt"
+    study = optuna.load_study(study_name="blocks", storage=f"sqlite:///{out / 'study.db'}")
+    claimed = [t for t in study.get_trials(deepcopy=False) if t.user_attrs.get("role") == "search"]
+    assert [t.state for t in claimed] == [TrialState.FAIL] and claimed[0].user_attrs["interrupted"], \
+        "the trial claimed when Ctrl-C came is marked interrupted, not left running"
     finished = len(measured_rows(out).query("state == 'COMPLETE'"))
-    again = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    again = subprocess.run([sys.executable, "-m", "tuner", *args], cwd=ROOT, capture_output=True, text=True,
+                           timeout=600)
     assert again.returncode == 0, again.stderr
     frame = measured_rows(out)
     assert len(frame[(frame["role"] == "search") & (frame["state"] == "COMPLETE")]) == 3

@@ -18,6 +18,7 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
+from . import interrupts
 from .diagnose import failure
 from .measure import TrialSpec
 
@@ -56,7 +57,10 @@ def run_isolated(
             start_new_session=True,  # its own process group, so compile workers die with it
         )
         try:
-            pruned_after = _wait(proc, out_path, start, timeout, compile_budget_s)
+            # Ctrl-C lands here, not in Popen: a child started but not yet bound to `proc`
+            # would be left running (see tuner.interrupts).
+            with interrupts.interruptible():
+                pruned_after = _wait(proc, out_path, start, timeout, compile_budget_s)
             timed_out = proc.poll() is None and pruned_after is None
             _kill_group(proc)
         finally:

@@ -10,6 +10,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import interrupts
 from .check import format_check
 from .config import TunedConfig, save_tuned_config
 from .errors import TunerError
@@ -130,6 +131,14 @@ def tune(opts: TuneOptions, log=print) -> TuneResult:
         compile_cost=opts.compile_cost,
         heartbeat_s=opts.heartbeat, torch=_torch_version(),
     )
+    # From here on a Ctrl-C stops the run between two storage writes, never inside one: see
+    # tuner.interrupts. It lands while a trial's child is awaited, and the outputs are written.
+    with interrupts.deferred():
+        return _run_study(opts, log, workload, device, threads, space, out_dir, storage, settings)
+
+
+def _run_study(opts: TuneOptions, log, workload, device: str, threads: int, space, out_dir: Path, storage: str,
+               settings: StudySettings) -> TuneResult:
     worker = opts.worker_index or 0
     study = open_study(storage, opts.study_name or workload.name, opts.seed + worker, heartbeat=opts.heartbeat)
     check_settings(study, settings)
@@ -166,6 +175,7 @@ def tune(opts: TuneOptions, log=print) -> TuneResult:
             run.scoring = tuner.baselines()
             tuner.search(run.scoring, run)
             tuner.finish_baselines(run.scoring)
+        interrupts.check()  # a Ctrl-C held through the last trial's storage writes still stops the run
     except KeyboardInterrupt:
         run.interrupted = True
     except Exception as exc:  # noqa: BLE001 - re-raised once the outputs of what was measured are written
@@ -190,6 +200,7 @@ def tune(opts: TuneOptions, log=print) -> TuneResult:
     elif opts.objective == "time":
         try:
             confirm_finalists(study, run.scoring, tuner, opts.confirm, opts.confirm_rounds, log)
+            interrupts.check()
         except KeyboardInterrupt:
             run.interrupted = True
             study.set_user_attr(SKIPPED_ATTR, "interrupted")

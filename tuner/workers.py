@@ -23,6 +23,8 @@ import traceback
 import warnings
 from pathlib import Path
 
+from . import interrupts
+
 PARENT_ENV = "COMPILE_TUNE_PARENT_PID"
 _PR_SET_PDEATHSIG = 1
 
@@ -82,7 +84,8 @@ def run_workers(opts, device: str, tuner, run, progress) -> None:
         relay.start()
     try:
         while any(p.poll() is None for p in procs):
-            time.sleep(1.0)
+            with interrupts.interruptible():
+                time.sleep(1.0)
             progress.advance_to(tuner.search_done())
     except KeyboardInterrupt:
         _stop(procs)

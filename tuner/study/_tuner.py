@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from .. import interrupts
 from ..config import EAGER, PLAIN_COMPILE, CompileConfig
 from ..errors import StudyError
 from ..measure import TrialSpec
@@ -164,7 +165,8 @@ class Tuner:
             if state == "done" or (state == "claimed" and not wait):
                 return
             if state == "claimed":
-                time.sleep(self.poll_s)
+                with interrupts.interruptible():
+                    time.sleep(self.poll_s)
                 continue
             trial_id = self._claim_baseline(role, config)
             if trial_id is not None:
@@ -264,6 +266,7 @@ class Tuner:
         all_keys = {c.key() for c in self.space.configs()}
         streak = 0
         while True:
+            interrupts.check()  # a Ctrl-C held through duplicate suggestions stops here
             self.recover()
             trials = self.study.get_trials(deepcopy=False)
             measured = self.measured_by_key(trials)
@@ -277,7 +280,8 @@ class Tuner:
                 run.exhausted = True
                 break
             if not unmeasured or done + len(running) >= self.settings.trials:
-                time.sleep(self.poll_s)  # the last configs are being measured by other workers
+                with interrupts.interruptible():
+                    time.sleep(self.poll_s)  # the last configs are being measured by other workers
                 continue
             move = self._coordinate_move(trials, set(unmeasured)) if streak == 0 else None
             if move is not None:
