@@ -8,7 +8,8 @@ import torch
 from transformers import GPT2Config, GPT2LMHeadModel
 
 BATCH, SEQ = 4, 64
-CONFIG = GPT2Config(n_layer=2, n_embd=128, n_head=4, vocab_size=2048, n_positions=256)
+CONFIG = GPT2Config(n_layer=2, n_embd=128, n_head=4, vocab_size=2048, n_positions=256, bos_token_id=0,
+                    eos_token_id=0)
 
 
 def build_model():

@@ -12,6 +12,8 @@ from tuner.trial import run_isolated
 from tuner.warmstart import CACHE_DIRNAME, bundle_and_measure
 from tuner.workload import load_workload
 
+from conftest import ROOT
+
 
 def test_train_trial_checks_loss_and_gradients_with_a_compiled_optimizer(workloads, tmp_path):
     spec = TrialSpec(workload=str(workloads / "blocks.py"), task="train", measure_seconds=0.5, rounds=2,
@@ -118,3 +120,13 @@ def test_a_miscompiled_optimizer_step_is_caught(workloads, tmp_path):
     assert result["status"] == "failed" and result["failure"]["category"] == "wrong_results"
     assert "after the optimizer step" in result["correctness_error"]
     assert dropout_trial(workloads, tmp_path, backend="wrong_optimizer_backend")["status"] == "ok"
+
+
+def test_stock_hugging_face_gpt2_training_with_dropout_is_correct_when_compiled(tmp_path):
+    # GPT2Config's defaults: dropout 0.1 on embeddings, attention and residuals
+    pytest.importorskip("transformers")
+    spec = TrialSpec(workload=str(ROOT / "examples" / "hf_gpt2_train.py"), task="train", measure_seconds=0.5,
+                     rounds=2, config={"target": "blocks", "backend": "aot_eager"})
+    result = run_isolated(spec, timeout=300, work_dir=tmp_path)
+    assert result["status"] == "ok", result.get("correctness_error") or result.get("failure")
+    assert result["stochastic"] is True and result["correct"] is True and result["regions"] == 2
