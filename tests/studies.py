@@ -11,6 +11,7 @@ from optuna.distributions import CategoricalDistribution
 from optuna.trial import TrialState
 
 from tuner.config import CompileConfig
+from tuner.measure import MEASUREMENT
 
 ENV = {"torch": "2.13.0+cpu", "device": "cpu", "python": "3.11.7", "host": "box", "threads": 1,
        "cpu": "AMD EPYC 7B13", "device_name": "AMD EPYC 7B13"}
@@ -76,7 +77,7 @@ class Builder:
         self.study = optuna.create_study(study_name=name, storage=self.storage, direction="minimize")
         self.study.set_user_attr("settings", {"steps": steps, "task": "infer", "device": "cpu", "threads": 1,
                                               "workload": "examples/tiny_transformer.py", "max_memory_mb": None,
-                                              "space": "quick", "seed": 0})
+                                              "space": "quick", "seed": 0, "measurement": MEASUREMENT})
         self.study.set_user_attr("eager_step_s", EAGER_STEP)
         self.study.set_user_attr("command", "compile-tune examples/tiny_transformer.py --space quick --steps 100000")
         self.n = 0

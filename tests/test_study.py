@@ -259,6 +259,22 @@ def test_a_study_stored_before_torch_was_a_setting_resumes_and_its_eager_torch_i
         check_settings(b.study, _settings(workloads, torch="9.9.9"))
 
 
+def test_a_study_measured_by_an_older_measurement_is_refused_not_mixed(tmp_path, workloads):
+    # Before measurement version 2, eager's step time came from example_inputs() alone and peak
+    # memory was relative: new trials' figures would not be comparable with the stored ones.
+    from tuner.errors import StudyError
+    from tuner.study import check_settings, open_study
+
+    study = open_study(f"sqlite:///{tmp_path / 'study.db'}", "mlp", seed=0)
+    check_settings(study, _settings(workloads))
+    stored = dict(study.user_attrs["settings"])
+    del stored["measurement"]  # as compile-tune 0.1 stored it
+    study.set_user_attr("settings", stored)
+    with pytest.raises(StudyError, match="older compile-tune \\(measurement version 1, now 2") as err:
+        check_settings(study, _settings(workloads))
+    assert "new --out" in err.value.hint
+
+
 def test_cli_refuses_a_study_of_another_torch_with_exit_code_2(tmp_path, cli, workloads):
     from tuner.study import check_settings, open_study
 

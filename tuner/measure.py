@@ -42,6 +42,12 @@ from .steps import (Step, TrainingState, checked_step, consumed_random_numbers, 
                     timed_steps)
 from .workload import call_model, load_workload
 
+#: What a trial's figures mean. Bump it when a change makes old figures incomparable with new
+#: ones; a study keeps the version it was started with (tuner/study/_settings.py).
+#: 2: one model per trial, step times over the input schedule's mix, absolute peak memory,
+#:    correctness from the same random state.
+MEASUREMENT = 2
+
 
 @dataclass
 class TrialSpec:

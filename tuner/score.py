@@ -8,8 +8,9 @@ compiled steps side by side, and its step time is scored as
 
     normalised step time = eager reference step time / speedup measured in the trial
 
-where the eager reference is fixed once per study (the eager baseline trial). Ratios survive
-machine drift; absolute times do not.
+where the eager reference is fixed once per study (the eager baseline trial) and both are
+weighted means over the run's shape mix (tuner/mix.py). Ratios survive machine drift; absolute
+times do not.
 """
 from __future__ import annotations
 

@@ -10,13 +10,14 @@ from typing import Any
 
 from ..config import find_block_classes
 from ..errors import StudyError
+from ..measure import MEASUREMENT
 from ..score import Scoring
 from ..storage import HEARTBEAT_S, open_storage
 
 #: Settings that must not change when a study is resumed: they change what a score means.
-FIXED_SETTINGS = ("steps", "task", "device", "threads", "workload", "compile_cost", "torch")
+FIXED_SETTINGS = ("steps", "task", "device", "threads", "workload", "compile_cost", "torch", "measurement")
 #: What a setting was before it was stored (studies made by earlier versions).
-SETTING_DEFAULTS = {"compile_cost": "cold"}
+SETTING_DEFAULTS = {"compile_cost": "cold", "measurement": 1}
 
 
 @dataclass
@@ -38,6 +39,8 @@ class StudySettings:
     memory_limit_mb: float | None = None
     compile_cost: str = "cold"
     torch: str = ""
+    measurement: int = MEASUREMENT
+    """What a trial's figures mean (tuner/measure.py); fixed, like the torch version."""
     """The torch version that measures (the tuner's own, which every trial process runs): another
     torch compiles and runs steps differently, so its times cannot share a study."""
 
@@ -101,9 +104,17 @@ def check_settings(study, settings: StudySettings) -> None:
                                          "space": settings.space_name, "seed": settings.seed})
         return
     _check_torch(study, stored, settings.torch)
+    before = stored.get("measurement", SETTING_DEFAULTS["measurement"])
+    if before != settings.measurement:
+        raise StudyError(
+            f"study '{study.study_name}' was measured by an older compile-tune (measurement version {before}, "
+            f"now {settings.measurement}: step times over the input schedule's mix, absolute peak memory), "
+            "so its figures cannot be mixed with new ones",
+            "tune into a new --out (or --study); `compile-tune report` still rebuilds the old study's outputs",
+        )
     for key in FIXED_SETTINGS:
-        if key in ("workload", "torch"):
-            continue  # the same file may be reached by another path; torch: above
+        if key in ("workload", "torch", "measurement"):
+            continue  # the same file may be reached by another path; torch and measurement: above
         if stored.get(key, SETTING_DEFAULTS.get(key)) != current[key]:
             raise StudyError(
                 f"study '{study.study_name}' was measured with {key}={stored.get(key)!r}, now {key}={current[key]!r}",
