@@ -23,3 +23,13 @@ def test_reduce_overhead_cuda_graphs_trial_is_correct(workloads, tmp_path):
     result = run_isolated(spec, timeout=300, work_dir=tmp_path)
     assert result["status"] == "ok", result.get("failure")
     assert result["correct"] is True
+
+
+def test_cuda_training_with_dropout_is_checked_with_eager_random_numbers(workloads, tmp_path):
+    spec = TrialSpec(workload=str(workloads / "dropout.py"), task="train", config={"backend": "inductor"},
+                     device="cuda", measure_seconds=1.0, rounds=3)
+    result = run_isolated(spec, timeout=300, work_dir=tmp_path)
+    assert result["status"] == "ok", result.get("correctness_error") or result.get("failure")
+    assert result["stochastic"] is True and "fallback_random" in result["correctness_check"]
+    # CUDA memory is max_memory_allocated: the model, its gradients and AdamW state at least
+    assert result["eager_peak_memory_mb"] > 0 and result["steady_peak_memory_mb"] > 0

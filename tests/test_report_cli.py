@@ -95,7 +95,8 @@ def test_show_prints_the_verdict_and_top_trials_from_the_storage(run_dir, cli):
                                 "breaks"]
     assert lines[1].split()[:2] == ["2", "blocks/inductor/default"], "best total first"
     assert "  #12 blocks/aot_eager dynamic=False: pruned - " in lines
-    assert "verdict: compile with blocks/inductor/default freezing=True" in lines
+    # the study holds no confirmation of its finalists, so the verdict says it is unconfirmed
+    assert "verdict: compile with blocks/inductor/default freezing=True [unconfirmed: no confirmation recorded]" in lines
 
 
 def test_show_without_a_storage_reads_best_config_and_trials_csv(run_dir, cli):

@@ -88,8 +88,8 @@ def test_train_trial_over_an_input_schedule_compares_like_with_like(workloads, t
     assert result["schedule_len"] == 4 and result["correct"] is True
 
 
-def dropout_trial(workloads, tmp_path, **config):
-    spec = TrialSpec(workload=str(workloads / "dropout.py"), task="train", measure_seconds=0.5, rounds=2,
+def dropout_trial(workloads, tmp_path, measure_seconds=0.5, **config):
+    spec = TrialSpec(workload=str(workloads / "dropout.py"), task="train", measure_seconds=measure_seconds, rounds=2,
                      config={"target": "blocks", **config})
     return run_isolated(spec, timeout=300, work_dir=tmp_path)
 
@@ -115,8 +115,11 @@ def test_a_miscompiling_backend_is_still_caught_on_a_model_with_dropout(workload
 
 
 def test_a_miscompiled_optimizer_step_is_caught(workloads, tmp_path):
-    # The model's graphs are right; only the compiled optimizer step corrupts the weights.
-    result = dropout_trial(workloads, tmp_path, backend="wrong_optimizer_backend", compile_optimizer=True)
+    # The model's graphs are right; only the compiled optimizer step corrupts the weights. Timed
+    # for 100 steps, the corrupted weights are NaN by the check (NaN compares equal to NaN): the
+    # check must start from fresh weights to see it.
+    result = dropout_trial(workloads, tmp_path, measure_seconds=3, backend="wrong_optimizer_backend",
+                           compile_optimizer=True)
     assert result["status"] == "failed" and result["failure"]["category"] == "wrong_results"
     assert "after the optimizer step" in result["correctness_error"]
     assert dropout_trial(workloads, tmp_path, backend="wrong_optimizer_backend")["status"] == "ok"

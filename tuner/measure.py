@@ -38,8 +38,8 @@ from .correctness import TOLERANCE, compare, to_float64
 from .devices import PeakMemory, environment, limit_memory, memory_in_use, timed, to_device
 from .diagnose import DynamoLogCapture, classify_exception, failure
 from .mix import signature, timing_mix, weighted
-from .steps import (Step, TrainingState, checked_step, consumed_random_numbers, rng_state, seed_all,
-                    timed_steps)
+from .steps import (Step, TrainingState, checked_step, consumed_random_numbers, fresh_start, rng_state,
+                    seed_all, timed_steps)
 from .workload import call_model, load_workload
 
 #: What a trial's figures mean. Bump it when a change makes old figures incomparable with new
@@ -197,6 +197,9 @@ def _check_correctness(step: Step, config: CompileConfig, mix, stochastic: bool,
     compiled again with ``fallback_random`` (eager's generator), the way PyTorch's accuracy
     harness separates accuracy runs from performance runs. Other backends call eager's own
     random ops. Everything timed is done by now, so resetting Dynamo costs the timing nothing.
+    The check starts from freshly built weights: a config that corrupts the weights while it is
+    timed (a miscompiled optimizer step) would otherwise leave NaN on both sides of the
+    comparison, and NaN compares equal.
     """
     import torch
 
@@ -205,6 +208,7 @@ def _check_correctness(step: Step, config: CompileConfig, mix, stochastic: bool,
         torch._dynamo.reset()
         step.compile(dataclasses.replace(config, options={**config.options, "fallback_random": True}))
         how += "; recompiled with fallback_random=True (inductor's own random numbers differ from eager's)"
+    fresh_start(step, spec.seed)
     saved = TrainingState(step) if step.task == "train" else None
     for entry in mix:
         if saved:

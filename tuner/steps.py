@@ -195,6 +195,23 @@ class TrainingState:
                     live[k] = saved
 
 
+def fresh_start(step: Step, seed: int) -> None:
+    """Put freshly built weights (the trial's seed) into the model, in place, and zero the
+    optimizer's state tensors (moments, step counts): a known, finite state, whatever the timed
+    steps did to the model."""
+    import torch
+
+    seed_all(seed)
+    fresh = step.workload.make_model()
+    with torch.no_grad():
+        step.model.load_state_dict(fresh.state_dict())  # copies into the live tensors
+        if step.optimizer is not None:
+            for state in step.optimizer.state.values():
+                for value in state.values():
+                    if isinstance(value, torch.Tensor):
+                        value.zero_()
+
+
 def _state_tensors(step: Step) -> list:
     return list(step.model.parameters()) + [b for b in step.model.buffers()]
 
