@@ -197,7 +197,7 @@ def _check_correctness(step: Step, config: CompileConfig, mix, stochastic: bool,
     compiled again with ``fallback_random`` (eager's generator), the way PyTorch's accuracy
     harness separates accuracy runs from performance runs. Other backends call eager's own
     random ops. Everything timed is done by now, so resetting Dynamo costs the timing nothing.
-    The check starts from freshly built weights: a config that corrupts the weights while it is
+    A training check starts from freshly built weights: a config that corrupts the weights while it is
     timed (a miscompiled optimizer step) would otherwise leave NaN on both sides of the
     comparison, and NaN compares equal.
     """
@@ -208,8 +208,10 @@ def _check_correctness(step: Step, config: CompileConfig, mix, stochastic: bool,
         torch._dynamo.reset()
         step.compile(dataclasses.replace(config, options={**config.options, "fallback_random": True}))
         how += "; recompiled with fallback_random=True (inductor's own random numbers differ from eager's)"
-    fresh_start(step, spec.seed)
-    saved = TrainingState(step) if step.task == "train" else None
+    saved = None
+    if step.task == "train":  # inference leaves the weights alone (and freezing has folded them in)
+        fresh_start(step, spec.seed)
+        saved = TrainingState(step)
     for entry in mix:
         if saved:
             saved.restore()
