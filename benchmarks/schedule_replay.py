@@ -2,9 +2,10 @@
 
 Each config runs in fresh processes, applied with ``tuner.apply_config`` as a user applies it,
 and replays the real run: ``input_schedule()`` cycled in order. Per process it reports the cold
-first pass (compiles and recompiles included) and the steady mean step time over whole cycles.
-Configs are interleaved round by round (A B C D, D C B A, ...) so machine drift hits all alike.
-The tuner's own trial code is not used, so this checks its verdict.
+first pass (compiles and recompiles included) and the steady speedup: whole cycles of the config
+alternated with whole cycles of eager in the same process. Configs are interleaved round by
+round (A B C, C B A, ...) so machine drift hits all alike. The tuner's trial code is not used,
+so this checks its verdict.
 
     python benchmarks/schedule_replay.py examples/hf_bert_requests.py --dynamic null true false \\
         --results results/hf_bert_requests --rounds 3
@@ -29,27 +30,44 @@ def child(workload: str, config: dict, cycles: int, threads: int) -> dict:
 
     sys.path.insert(0, str(ROOT))
     import tuner
+    from tuner.config import target_modules
     from tuner.workload import call_model, load_workload
 
     torch.set_num_threads(threads)
     w = load_workload(workload)
     model = w.make_model().eval()
     schedule = w.make_schedule()
+    regions = [m for _, m in target_modules(model, config["target"])] if config else []
     if config:
         model = tuner.apply_config(model, config)
-    with torch.no_grad():
+    compiled = [m.__dict__["forward"] for m in regions]
+
+    def cycle(use_compiled: bool) -> float:
+        # Eager cycles call the model's own forward: the compiled one is taken off for the cycle.
+        for m, f in zip(regions, compiled):
+            if use_compiled:
+                m.forward = f
+            else:
+                m.__dict__.pop("forward", None)
         start = time.perf_counter()
         for item in schedule:
             call_model(model, item)
-        first_pass = time.perf_counter() - start
-        for item in schedule:  # a steady warm-up cycle
-            call_model(model, item)
-        start = time.perf_counter()
-        for _ in range(cycles):
-            for item in schedule:
-                call_model(model, item)
-        steady = (time.perf_counter() - start) / (cycles * len(schedule))
-    return {"first_pass_s": first_pass, "steady_step_s": steady, "threads": torch.get_num_threads()}
+        return time.perf_counter() - start
+
+    with torch.no_grad():
+        first_pass = cycle(True)
+        cycle(True), cycle(False)  # a steady warm-up cycle of each
+        # Cycles of the config and of eager alternate in this process, so the ratio is measured
+        # side by side; the absolute step times drift 10-20 % from process to process.
+        times = {True: [], False: []}
+        for i in range(cycles):
+            for use_compiled in ((True, False) if i % 2 == 0 else (False, True)):
+                times[use_compiled].append(cycle(use_compiled))
+    n = len(schedule)
+    return {"first_pass_s": first_pass, "steady_step_s": statistics.median(times[True]) / n,
+            "eager_step_s": statistics.median(times[False]) / n,
+            "speedup": statistics.median(times[False]) / statistics.median(times[True]),
+            "threads": torch.get_num_threads()}
 
 
 def run_child(workload: str, config: dict, cycles: int, threads: int) -> dict:
@@ -82,7 +100,7 @@ def main() -> None:
         threads = int(subprocess.run([sys.executable, "-c", "import torch; print(torch.get_num_threads())"],
                                      capture_output=True, text=True).stdout.strip())
     parse = {"null": None, "true": True, "false": False}
-    configs = {"eager": {}}
+    configs = {}
     for d in args.dynamic:
         configs[f"dynamic={d}"] = {"target": args.target, "backend": args.backend, "dynamic": parse[d]}
     runs: dict[str, list[dict]] = {name: [] for name in configs}
@@ -91,25 +109,27 @@ def main() -> None:
         for name in names if r % 2 == 0 else reversed(names):
             runs[name].append(run_child(args.workload, configs[name], args.cycles, threads))
             print(f"round {r + 1}: {name}: {runs[name][-1]}", flush=True)
-    eager_step = statistics.median(x["steady_step_s"] for x in runs["eager"] if "steady_step_s" in x)
-    print(f"\n{args.workload}, {threads} thread(s), {args.rounds} fresh processes per config, "
-          f"schedule cycled {args.cycles} times")
-    print(f"{'config':16s} {'steady step ms':>15s} {'vs eager':>9s} {'first pass s':>13s} {'total s @ steps':>16s}")
-    totals = {}
+    eager_step = statistics.median(x["eager_step_s"] for r in runs.values() for x in r if "eager_step_s" in x)
+    print(f"\n{args.workload}, {threads} thread(s), {args.rounds} fresh processes per config, each timing "
+          f"{args.cycles} cycles of the schedule against eager cycles in the same process")
+    print(f"{'config':16s} {'speedup':>8s} {'range':>15s} {'first pass s':>13s} {'total s @ steps':>16s}")
+    totals = {"eager": args.steps * eager_step}
+    speedups = {}
     for name, results in runs.items():
-        ok = [x for x in results if "steady_step_s" in x]
+        ok = [x for x in results if "speedup" in x]
         if not ok:
             print(f"{name:16s} failed: {results[0].get('error')}")
             continue
-        step = statistics.median(x["steady_step_s"] for x in ok)
+        speedups[name] = statistics.median(x["speedup"] for x in ok)
         first = statistics.median(x["first_pass_s"] for x in ok)
-        # the first pass costs its time instead of len(schedule) steady steps
-        totals[name] = first + (args.steps - 0) * step
-        print(f"{name:16s} {step * 1e3:15.3f} {eager_step / step:8.3f}x {first:13.2f} {totals[name]:16.1f}")
-    fastest_step = min((n for n in totals if n != "eager"), key=lambda n: statistics.median(
-        x["steady_step_s"] for x in runs[n] if "steady_step_s" in x), default=None)
-    fastest_total = min(totals, key=totals.get) if totals else None
-    print(f"fastest steady step: {fastest_step}; fastest total over {args.steps:,} steps: {fastest_total}")
+        lo, hi = min(x["speedup"] for x in ok), max(x["speedup"] for x in ok)
+        # total = the first pass (compiles included) + the rest of the steps at the steady speed
+        totals[name] = first + args.steps * eager_step / speedups[name]
+        print(f"{name:16s} {speedups[name]:7.3f}x {lo:7.3f}-{hi:.3f}x {first:13.2f} {totals[name]:16.1f}")
+    print(f"{'eager':16s} {1.0:7.3f}x {'':>15s} {0.0:13.2f} {totals['eager']:16.1f}")
+    fastest_total = min(totals, key=totals.get)
+    print(f"fastest steady step: {max(speedups, key=speedups.get) if speedups else None}; "
+          f"fastest total over {args.steps:,} steps: {fastest_total}")
     if args.results:
         import yaml
 
