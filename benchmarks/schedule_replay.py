@@ -130,6 +130,12 @@ def main() -> None:
     fastest_total = min(totals, key=totals.get)
     print(f"fastest steady step: {max(speedups, key=speedups.get) if speedups else None}; "
           f"fastest total over {args.steps:,} steps: {fastest_total}")
+    ranges = {n: (min(x["speedup"] for x in runs[n] if "speedup" in x), max(x["speedup"] for x in runs[n]
+                                                                             if "speedup" in x)) for n in speedups}
+    if fastest_total in ranges:
+        ties = [n for n in ranges if n != fastest_total and ranges[n][1] >= ranges[fastest_total][0]]
+        if ties:
+            print(f"inside the noise: the speedup ranges of {fastest_total} and {', '.join(ties)} overlap")
     if args.results:
         import yaml
 
