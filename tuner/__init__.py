@@ -8,8 +8,8 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from .config import (CompileConfig, TunedConfig, apply_config, find_block_classes, load_config, load_tuned_config,
-                     optimizer_step)
+from .apply import apply_config, optimizer_step
+from .config import CompileConfig, TunedConfig, find_block_classes, load_config, load_tuned_config
 from .errors import ConfigError, SpaceError, StudyError, TunerError, WorkloadError
 
 

@@ -1,14 +1,13 @@
-"""The compile config: what to compile and how, its YAML form, and applying it to a model.
+"""The compile config: what to compile and how, which modules it targets, and its YAML form.
 
-A :class:`CompileConfig` is the unit the tuner searches over and the thing a user gets back.
-``apply_config(model, "results/<name>/best_config.yaml")`` is the one call training code needs.
+A :class:`CompileConfig` is the unit the tuner searches over and the thing a user gets back;
+applying it to a model is tuner/apply.py.
 """
 from __future__ import annotations
 
 import dataclasses
 import fnmatch
 import json
-import types
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -207,146 +206,6 @@ def target_modules(model, target: str) -> list[tuple[str, Any]]:
     return chosen
 
 
-def apply_config(model, config: "CompileConfig | str | Path | Mapping[str, Any]", *, warm_start: bool = True):
-    """Return the model to use under ``config`` (compiled in place; same object, same
-    ``state_dict`` keys, so optimizers and checkpoints keep working).
-
-    ``config`` is a :class:`CompileConfig`, a mapping, or a path to a ``best_config.yaml``.
-    A "stay eager" verdict returns the model uncompiled. A model compiled before (by
-    ``torch.compile(model)`` or an earlier ``apply_config``) is uncompiled first, with a warning,
-    and the module itself is returned. Given a path, the compile cache saved
-    beside it (``compile_cache/``) is loaded first, so the first call starts warm
-    (``warm_start=False`` skips it).
-
-    Example:
-        >>> model = tuner.apply_config(model, "results/mlp/best_config.yaml")  # doctest: +SKIP
-    """
-    cfg = _coerce_config(config)
-    if isinstance(config, (str, Path)):
-        _warn_on_thread_mismatch(load_tuned_config(config).tuned_on, config)
-    elif isinstance(config, Mapping) and isinstance(config.get("tuned_on"), Mapping):
-        _warn_on_thread_mismatch(config["tuned_on"], "the config")
-    model = _uncompiled(model)
-    if not cfg.compiles:
-        return model
-    if warm_start and isinstance(config, (str, Path)):
-        from .warmstart import load_warm_start
-
-        load_warm_start(Path(config), dict(load_tuned_config(config).tuned_on))
-    regions = target_modules(model, cfg.target)
-    if not regions:
-        hint = (
-            "the model has no repeated submodule class"
-            if cfg.target == BLOCKS
-            else "list names with [n for n, _ in model.named_modules()]"
-        )
-        raise ConfigError(f"target {cfg.target!r} matches no module of {type(model).__name__}", hint)
-    kwargs = cfg.compile_kwargs()
-    for _, module in regions:
-        compile_in_place(module, kwargs)
-    return model
-
-
-def _uncompiled(model):
-    """``model`` with every earlier ``torch.compile`` undone, so a config is never compiled on top
-    of another compile (nested compiles time and behave like neither config).
-
-    An ``OptimizedModule`` (``torch.compile(model)``) gives way to the module it wraps; a compiled
-    ``forward`` left by an earlier :func:`apply_config` gives way to the module's own ``forward``.
-    Each undo warns, naming what was undone.
-    """
-    import torch
-
-    if isinstance(model, torch._dynamo.eval_frame.OptimizedModule):
-        warnings.warn(
-            f"apply_config got a torch.compile'd model (OptimizedModule around {type(model._orig_mod).__name__}); "
-            "the config is applied to the original module, which is returned: use the returned model",
-            stacklevel=3,
-        )
-        model = model._orig_mod
-    undone = []
-    for name, module in model.named_modules():
-        forward = vars(module).get("forward")
-        original = getattr(forward, "_torchdynamo_orig_callable", None)
-        if original is None:
-            continue
-        del module.forward
-        function = getattr(original, "__func__", original)  # dynamo may keep the bound or the plain function
-        if function is not getattr(type(module), "forward", None):
-            module.forward = types.MethodType(function, module)  # an instance forward of the user's own
-        undone.append(name or type(module).__name__)
-    if undone:
-        warnings.warn(
-            f"apply_config got a model already compiled by an earlier apply_config ({', '.join(undone)}); "
-            "the earlier compile was undone and only this config is applied",
-            stacklevel=3,
-        )
-    return model
-
-
-def _warn_on_thread_mismatch(tuned_on: Mapping[str, Any], path) -> None:
-    """The verdict was measured at ``tuned_on.threads`` torch threads; at another count the
-    fastest config (or "stay eager") may differ."""
-    import torch
-
-    tuned = tuned_on.get("threads")
-    here = torch.get_num_threads()
-    if isinstance(tuned, int) and tuned != here:
-        warnings.warn(
-            f"{path} was tuned at {tuned} torch thread(s), this process runs {here}: the verdict holds only at "
-            f"the measured thread count; call torch.set_num_threads({tuned}) (or set OMP_NUM_THREADS={tuned}), "
-            f"or re-tune with --threads {here}",
-            stacklevel=3,
-        )
-
-
-def compile_in_place(module, kwargs: dict[str, Any]) -> None:
-    """Compile ``module.forward`` and keep the module object (and its state_dict keys).
-
-    ``nn.Module.compile()`` compiles ``_call_impl``, and torch 2.13 silently skips that frame
-    for classes defined inside ``torch.nn`` (``nn.Sequential``, ``nn.TransformerEncoderLayer``):
-    nothing gets compiled. Wrapping the bound ``forward`` works for every class.
-    """
-    import torch
-
-    module.forward = torch.compile(module.forward, **kwargs)
-
-
-def optimizer_step(optimizer, config: "CompileConfig | str | Path | Mapping[str, Any]"):
-    """The function to call for an optimizer step under ``config``: ``optimizer.step`` itself,
-    or a compiled step when the config says ``compile_optimizer: true``.
-
-    The optimizer's own code calls ``torch._dynamo.graph_break()`` on purpose, so the step is
-    never compiled with ``fullgraph=True``.
-
-    Example:
-        >>> step = tuner.optimizer_step(optimizer, "results/m/best_config.yaml")  # doctest: +SKIP
-        >>> loss.backward(); step(); optimizer.zero_grad()  # doctest: +SKIP
-    """
-    cfg = _coerce_config(config)
-    if not (cfg.compiles and cfg.compile_optimizer):
-        return optimizer.step
-    import torch
-
-    kwargs = {**cfg.compile_kwargs(), "fullgraph": False}
-
-    @torch.compile(**kwargs)
-    def step():
-        optimizer.step()
-
-    return step
-
-
-def _coerce_config(config) -> CompileConfig:
-    if isinstance(config, CompileConfig):
-        return config
-    if isinstance(config, (str, Path)):
-        return load_config(config)
-    if isinstance(config, Mapping):
-        return CompileConfig.from_dict(config.get("config", config))
-    raise ConfigError(f"expected a CompileConfig, a mapping or a path, got {type(config).__name__}")
-
-
 # --------------------------------------------------------------------------- best_config.yaml
 
 
@@ -412,11 +271,11 @@ def load_config(path: str | Path) -> CompileConfig:
         >>> cfg = tuner.load_config("results/mlp/best_config.yaml")  # doctest: +SKIP
     """
     tuned = load_tuned_config(path)
-    _warn_on_environment_mismatch(tuned, path)
+    warn_on_environment_mismatch(tuned, path)
     return tuned.config
 
 
-def _warn_on_environment_mismatch(tuned: TunedConfig, path) -> None:
+def warn_on_environment_mismatch(tuned: TunedConfig, path) -> None:
     import torch
 
     tuned_torch = tuned.tuned_on.get("torch")

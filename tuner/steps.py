@@ -15,7 +15,8 @@ import contextlib
 import random
 from typing import Any
 
-from .config import CompileConfig, apply_config, optimizer_step, target_modules
+from .apply import apply_config, optimizer_step
+from .config import CompileConfig, target_modules
 from .devices import timed
 from .workload import call_model
 

@@ -21,7 +21,8 @@ def measure_threads(spec, rec) -> None:
     import torch
     from torch._dynamo.utils import counters
 
-    from .config import CompileConfig, apply_config
+    from .apply import apply_config
+    from .config import CompileConfig
     from .correctness import TOLERANCE, compare
     from .diagnose import DynamoLogCapture
     from .devices import to_device
@@ -109,11 +110,11 @@ def check_threads(workload_path: str, config, threads: int = 4, *, device: str =
     import tempfile
     from pathlib import Path
 
-    from .config import _coerce_config
+    from .apply import coerce_config
     from .measure import TrialSpec
     from .trial import run_isolated
 
-    cfg = _coerce_config(config)
+    cfg = coerce_config(config)
     spec = TrialSpec(workload=str(Path(workload_path).resolve()), config=cfg.to_dict(), device=device,
                      threads=torch_threads, mode="threads", check_threads=threads)
     with tempfile.TemporaryDirectory(prefix="compile-tune-threads-") as tmp:

@@ -70,7 +70,8 @@ def measure_start(spec, rec) -> None:
     """
     import torch
 
-    from .config import CompileConfig, apply_config, load_tuned_config
+    from .apply import apply_config
+    from .config import CompileConfig, load_tuned_config
     from .devices import sync, to_device
     from .steps import Step
     from .workload import load_workload
