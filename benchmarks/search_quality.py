@@ -30,7 +30,8 @@ sys.path.insert(0, str(ROOT))
 
 from tuner.config import CompileConfig  # noqa: E402
 from tuner.space import load_space  # noqa: E402
-from tuner.study import StudyRun, StudySettings, Tuner, has_repeated_blocks, open_study, scoring_from_study  # noqa: E402
+from tuner.search import Tuner  # noqa: E402
+from tuner.study import StudyRun, StudySettings, has_repeated_blocks, open_study, scoring_from_study  # noqa: E402
 from tuner.workload import load_workload  # noqa: E402
 
 SPACE = str(ROOT / "benchmarks" / "sweep.yaml")

@@ -63,7 +63,7 @@ def test_confirmed_figures_and_spread_land_in_best_config(tmp_path, cli, workloa
 
 
 def test_pareto_front_and_its_knee():
-    from tuner.verdict import knee, pareto_front
+    from tuner.score import knee, pareto_front
 
     points = [(100.0, 50.0, "eager"), (80.0, 200.0, "fast-fat"), (85.0, 90.0, "knee"), (90.0, 95.0, "dominated"),
               (120.0, 40.0, "slow-lean")]

@@ -2,7 +2,7 @@ from dataclasses import dataclass
 
 import torch
 
-from tuner.correctness import compare, flatten, to_float64
+from tuner.measure.correctness import compare, flatten, to_float64
 
 
 @dataclass

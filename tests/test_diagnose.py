@@ -3,8 +3,8 @@ recompiles explained with the user's own source lines."""
 import pytest
 
 from tuner.diagnose import CATEGORIES, break_hint
-from tuner.measure import TrialSpec
-from tuner.trial import run_isolated
+from tuner.spec import TrialSpec
+from tuner.isolated import run_isolated
 
 
 def trial(workloads, tmp_path, name, timeout=120, **kwargs):

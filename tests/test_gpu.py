@@ -2,8 +2,8 @@
 import pytest
 import torch
 
-from tuner.measure import TrialSpec
-from tuner.trial import run_isolated
+from tuner.spec import TrialSpec
+from tuner.isolated import run_isolated
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 

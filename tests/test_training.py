@@ -6,10 +6,10 @@ import torch
 
 import tuner
 from tuner.config import CompileConfig, TunedConfig, save_tuned_config
-from tuner.measure import TrialSpec
+from tuner.spec import TrialSpec
 from tuner.study import StudySettings
-from tuner.trial import run_isolated
-from tuner.warmstart import CACHE_DIRNAME, bundle_and_measure
+from tuner.isolated import run_isolated
+from tuner.bundle import CACHE_DIRNAME, bundle_and_measure
 from tuner.workload import load_workload
 
 from conftest import ROOT

@@ -2,8 +2,8 @@
 
 import pytest
 
-from tuner.measure import TrialSpec
-from tuner.trial import run_isolated
+from tuner.spec import TrialSpec
+from tuner.isolated import run_isolated
 
 
 def spec(workloads, name, **config):

@@ -7,7 +7,7 @@ import pytest
 import yaml
 
 from tuner.config import CompileConfig
-from tuner.study import Tuner
+from tuner.search import Tuner
 from tuner.tune import TuneOptions, tune
 
 ENV = {"torch": "2.13.0+cpu", "device": "cpu", "threads": 1}

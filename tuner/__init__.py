@@ -6,11 +6,10 @@ Example:
 """
 from __future__ import annotations
 
-__version__ = "0.1.0"
-
-from .apply import apply_config, optimizer_step
+from ._version import __version__
 from .config import CompileConfig, TunedConfig, find_block_classes, load_config, load_tuned_config
 from .errors import ConfigError, SpaceError, StudyError, TunerError, WorkloadError
+from .runtime.apply import apply_config, optimizer_step
 
 
 def check_threads(*args, **kwargs):

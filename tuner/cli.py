@@ -15,7 +15,7 @@ import sys
 import traceback
 import warnings
 
-from . import __version__
+from ._version import __version__
 from .errors import TunerError
 from .storage import HEARTBEAT_S, scrub
 
@@ -227,7 +227,7 @@ def _check(argv: list[str]) -> int:
     import tempfile
     from pathlib import Path
 
-    from .check import format_check
+    from .measure.check import format_check
     from .tune import check_model
     from .workload import load_workload, validate_workload
 

@@ -1,7 +1,7 @@
 """The compile config: what to compile and how, which modules it targets, and its YAML form.
 
 A :class:`CompileConfig` is the unit the tuner searches over and the thing a user gets back;
-applying it to a model is tuner/apply.py.
+applying it to a model is tuner/runtime/apply.py.
 """
 from __future__ import annotations
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -74,3 +75,28 @@ def _number(value) -> float | None:
     except (TypeError, ValueError):
         return None
     return value if math.isfinite(value) else None
+
+
+def pareto_front(points: list[tuple[float, float, Any]]) -> list[tuple[float, float, Any]]:
+    """(total time, peak memory, item) points that no other point beats on both, fastest first."""
+    front, lowest = [], float("inf")
+    for total, memory, item in sorted(points, key=lambda p: (p[0], p[1])):
+        if memory < lowest:
+            front.append((total, memory, item))
+            lowest = memory
+    return front
+
+
+def knee(front: list[tuple[float, float, Any]]):
+    """The documented pick from a Pareto front: scale total time and peak memory each to [0, 1]
+    over the front, and take the point with the smallest sum (closest to "fastest and leanest");
+    ties go to the faster point."""
+    if len(front) == 1:
+        return front[0]
+    t_lo, t_hi = front[0][0], front[-1][0]
+    m_lo, m_hi = min(p[1] for p in front), max(p[1] for p in front)
+
+    def scaled(p):
+        return ((p[0] - t_lo) / ((t_hi - t_lo) or 1.0)) + ((p[1] - m_lo) / ((m_hi - m_lo) or 1.0))
+
+    return min(front, key=lambda p: (scaled(p), p[0]))

@@ -10,18 +10,22 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import interrupts
-from .check import format_check
+from .interrupts import check as stop_if_interrupted, deferred
+from .bundle import bundle_and_measure
+from .isolated import run_isolated
+from .measure.check import format_check
 from .config import TunedConfig, save_tuned_config
 from .errors import TunerError
 from .report import open_saved_study, summary_table, trials_frame, write_reports, write_trials_csv
 from .space import load_space
 from .storage import HEARTBEAT_S, redact, scrub
-from .study import (ROLE_EAGER, StudyRun, StudySettings, Tuner, check_settings, default_threads,
+from .search import Tuner
+from .spec import TrialSpec
+from .study import (ROLE_EAGER, StudyRun, StudySettings, check_settings, default_threads,
                     fail_stale_trials, has_repeated_blocks, open_study, scoring_from_study)
 from .threads import check_threads
 from .verdict import SKIPPED_ATTR, confirm_finalists, pick_best
-from .warmstart import bundle_and_measure
+from .workers import run_workers
 from .workload import load_workload, validate_workload
 
 DEFAULT_STEPS = 10_000
@@ -133,7 +137,7 @@ def tune(opts: TuneOptions, log=print) -> TuneResult:
     )
     # From here on a Ctrl-C stops the run between two storage writes, never inside one: see
     # tuner.interrupts. It lands while a trial's child is awaited, and the outputs are written.
-    with interrupts.deferred():
+    with deferred():
         return _run_study(opts, log, workload, device, threads, space, out_dir, storage, settings)
 
 
@@ -168,14 +172,12 @@ def _run_study(opts: TuneOptions, log, workload, device: str, threads: int, spac
     failure: Exception | None = None
     try:
         if opts.workers > 1:
-            from .workers import run_workers
-
             run_workers(opts, device, tuner, run, progress)
         else:
             run.scoring = tuner.baselines()
             tuner.search(run.scoring, run)
             tuner.finish_baselines(run.scoring)
-        interrupts.check()  # a Ctrl-C held through the last trial's storage writes still stops the run
+        stop_if_interrupted()  # a Ctrl-C held through the last trial's storage writes still stops the run
     except KeyboardInterrupt:
         run.interrupted = True
     except Exception as exc:  # noqa: BLE001 - re-raised once the outputs of what was measured are written
@@ -200,7 +202,7 @@ def _run_study(opts: TuneOptions, log, workload, device: str, threads: int, spac
     elif opts.objective == "time":
         try:
             confirm_finalists(study, run.scoring, tuner, opts.confirm, opts.confirm_rounds, log)
-            interrupts.check()
+            stop_if_interrupted()
         except KeyboardInterrupt:
             run.interrupted = True
             study.set_user_attr(SKIPPED_ATTR, "interrupted")
@@ -259,10 +261,7 @@ def _optional(what: str, step, run: StudyRun, log) -> bool:
 
 def check_model(workload_path: str, task: str, work_dir: Path, device: str = "cpu", threads: int = 1,
                 timeout: float = 600.0) -> dict:
-    """Run the quick model check (tuner/check.py) in its own process."""
-    from .measure import TrialSpec
-    from .trial import run_isolated
-
+    """Run the quick model check (tuner/measure/check.py) in its own process."""
     spec = TrialSpec(workload=str(Path(workload_path).resolve()), config={}, task=task, device=device,
                      threads=threads, mode="check")
     result = run_isolated(spec, timeout=timeout, work_dir=work_dir)

@@ -13,8 +13,9 @@ from typing import Any
 
 from .config import EAGER, CompileConfig, TunedConfig
 from .confirm import confirm
-from .score import Scoring, break_even_steps
-from .study import ROLE_EAGER, ROLE_PLAIN, Tuner
+from .score import Scoring, break_even_steps, knee, pareto_front
+from .search import Tuner
+from .study import ROLE_EAGER, ROLE_PLAIN
 
 
 def _ranked(study, scoring: Scoring):
@@ -181,31 +182,6 @@ def _pick_time(study, scoring: Scoring, eager, candidates, tuned_on: dict) -> Tu
     if scoring.compile_cost == "warm":
         measured["cold_compile_time_s"] = a.get("compile_time_s")
     return TunedConfig(CompileConfig.from_dict(a["config"]), "compile", _rounded(measured), tuned_on)
-
-
-def pareto_front(points: list[tuple[float, float, Any]]) -> list[tuple[float, float, Any]]:
-    """(total time, peak memory, item) points that no other point beats on both, fastest first."""
-    front, lowest = [], float("inf")
-    for total, memory, item in sorted(points, key=lambda p: (p[0], p[1])):
-        if memory < lowest:
-            front.append((total, memory, item))
-            lowest = memory
-    return front
-
-
-def knee(front: list[tuple[float, float, Any]]):
-    """The documented pick from a Pareto front: scale total time and peak memory each to [0, 1]
-    over the front, and take the point with the smallest sum (closest to "fastest and leanest");
-    ties go to the faster point."""
-    if len(front) == 1:
-        return front[0]
-    t_lo, t_hi = front[0][0], front[-1][0]
-    m_lo, m_hi = min(p[1] for p in front), max(p[1] for p in front)
-
-    def scaled(p):
-        return ((p[0] - t_lo) / ((t_hi - t_lo) or 1.0)) + ((p[1] - m_lo) / ((m_hi - m_lo) or 1.0))
-
-    return min(front, key=lambda p: (scaled(p), p[0]))
 
 
 def _pick_pareto(study, scoring: Scoring, eager, candidates, tuned_on: dict) -> TunedConfig:

@@ -10,41 +10,18 @@ over the visible ones). On a CPU the workers share the cores, so per-trial timin
 """
 from __future__ import annotations
 
-import ctypes
 import dataclasses
 import json
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
-import traceback
-import warnings
-from pathlib import Path
 
-from . import interrupts
-
-PARENT_ENV = "COMPILE_TUNE_PARENT_PID"
-_PR_SET_PDEATHSIG = 1
-
-
-def die_with_parent(parent_pid: int | str | None = None) -> None:
-    """Ask the kernel to SIGKILL this process when its parent dies (Linux; elsewhere a no-op).
-
-    A worker or trial whose parent was killed with SIGKILL would otherwise keep measuring for a
-    study nobody watches, and disturb the timings of the run that resumes it.
-    """
-    parent_pid = parent_pid or os.environ.get(PARENT_ENV)
-    if not sys.platform.startswith("linux") or not parent_pid:
-        return
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    except (OSError, AttributeError):
-        return
-    if os.getppid() != int(parent_pid):  # the parent died before we asked
-        os.kill(os.getpid(), signal.SIGKILL)
-
+from .interrupts import interruptible
+from .errors import StudyError
+from .launch import PARENT_ENV, python_command
+from .study import scoring_from_study
 
 def device_plan(n: int, device: str) -> tuple[list[dict[str, str]], str]:
     """Environment overrides per worker, and a line saying who measures on what."""
@@ -84,7 +61,7 @@ def run_workers(opts, device: str, tuner, run, progress) -> None:
         relay.start()
     try:
         while any(p.poll() is None for p in procs):
-            with interrupts.interruptible():
+            with interruptible():
                 time.sleep(1.0)
             progress.advance_to(tuner.search_done())
     except KeyboardInterrupt:
@@ -95,8 +72,6 @@ def run_workers(opts, device: str, tuner, run, progress) -> None:
             relay.join(timeout=5)
         _collect(opts, procs, tuner, run)
     if run.scoring is None and 2 in [p.returncode for p in procs]:
-        from .errors import StudyError
-
         raise StudyError("the workers stopped with an error before the eager baseline was measured",
                          "see the [wN] error lines above; fix what they say and run the same command again")
 
@@ -105,11 +80,9 @@ def _start(opts, index: int, env_extra: dict[str, str]) -> subprocess.Popen:
     options = dataclasses.asdict(opts)
     options.update(workers=1, worker_index=index, progress=False)
     env = dict(os.environ, PYTHONUNBUFFERED="1", **{PARENT_ENV: str(os.getpid())}, **env_extra)
-    package_root = str(Path(__file__).resolve().parent.parent)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH", "")) if p)
     # The options (and so the storage URL, which may hold a password) go through a pipe, not
     # the command line that `ps` shows to every user of the machine.
-    proc = subprocess.Popen([sys.executable, "-m", "tuner.workers"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+    proc = subprocess.Popen(python_command("tuner._worker"), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, env=env, text=True, cwd=os.getcwd())
     assert proc.stdin is not None
     proc.stdin.write(json.dumps(options))
@@ -142,7 +115,6 @@ def _stop(procs: list[subprocess.Popen]) -> None:
 
 
 def _collect(opts, procs: list[subprocess.Popen], tuner, run) -> None:
-    from .study import scoring_from_study
 
     for i, p in enumerate(procs):
         code = p.poll()
@@ -155,31 +127,3 @@ def _collect(opts, procs: list[subprocess.Popen], tuner, run) -> None:
     measured = set(tuner.measured_by_key())
     if done < opts.trials and not {c.key() for c in tuner.space.configs()} - measured:
         run.exhausted = True
-
-
-def main() -> int:
-    """A worker: ``python -m tuner.workers`` with the run's options as JSON on stdin."""
-    die_with_parent()
-    warnings.filterwarnings("ignore", module="optuna")
-    from .errors import TunerError
-    from .storage import scrub
-    from .tune import TuneOptions, tune
-
-    opts = TuneOptions(**json.loads(sys.stdin.read()))
-    try:
-        result = tune(opts)
-    except TunerError as exc:
-        print(f"error: {scrub(exc.message, opts.storage)}")
-        if exc.hint:
-            print(f"hint: {exc.hint}")
-        return 2
-    except KeyboardInterrupt:
-        return 130
-    except Exception:  # noqa: BLE001 - shown like Python would, without the storage password
-        print(scrub(traceback.format_exc(), opts.storage))
-        return 1
-    return 130 if result.run.interrupted else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -13,6 +13,7 @@ from typing import Any
 
 import pandas as pd
 
+from ..study import hardware_mismatch
 from ._fmt import missing, number, text, truthy
 from ._tables import measured, trials_frame
 
@@ -150,8 +151,6 @@ def collect(study, tuned, scoring) -> ReportData:
 
 
 def _hardware_warning(study) -> str | None:
-    from ..study import hardware_mismatch
-
     return hardware_mismatch(study)
 
 

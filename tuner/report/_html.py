@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from html import escape
 
-from .. import __version__
+from .._version import __version__
 from ._data import ReportData, environment_rows
 from ._plots import Figure, figures
 from ._rows import DIMENSION_HEADERS, FAILURE_HEADERS, TRIAL_HEADERS, dimension_rows, failure_rows, trial_rows

@@ -9,6 +9,7 @@ import io
 from dataclasses import dataclass
 
 from ..score import break_even_steps
+from ..score import pareto_front as front_of
 from ._data import MIN_TRIALS_FOR_IMPORTANCE, ReportData
 from ._fmt import number, text
 
@@ -185,8 +186,6 @@ def memory_vs_total(data: ReportData) -> Figure:
 def pareto_front(rows) -> list:
     """Rows no other row beats on both total time and peak memory, fastest first (the same front
     ``--objective pareto`` picks from)."""
-    from ..verdict import pareto_front as front_of
-
     points = [(float(row["total_time_s"]), float(row["peak_memory_mb"]), row) for _, row in rows.iterrows()]
     return [row for _, _, row in front_of(points)]
 

@@ -1,9 +1,10 @@
-"""The Optuna glue: baseline trials, the search with no config measured twice, and recovery.
+"""The Optuna glue that runs nothing: trial attributes, fixed settings, recovery of dead workers' trials.
 
 Every measurement lives in the Optuna storage as trial user attributes (names in
 ``MEASUREMENT_ATTRS``), so a study can be resumed, inspected with optuna-dashboard, and turned
 into reports without measuring anything again. Several workers may share one study; see
-``_tuner`` for how they keep out of each other's way and ``_recovery`` for dead workers.
+tuner/search.py for how they keep out of each other's way and ``_recovery`` for dead workers.
+Reports read a finished study through this package alone, without importing the runner.
 
 Example:
     >>> study = open_study("sqlite:///results/mlp/study.db", "mlp", seed=0)  # doctest: +SKIP
@@ -17,11 +18,10 @@ from ._finalists import FINALISTS, hardware_mismatch
 from ._recovery import MAX_RETRIES, fail_stale_trials, mark_interrupted, requeue
 from ._settings import (FIXED_SETTINGS, StudyRun, StudySettings, check_settings, default_threads,
                         has_repeated_blocks, make_sampler, open_study, scoring_from_study)
-from ._tuner import MAX_DUPLICATE_STREAK, Tuner
 
 __all__ = [
     "MEASUREMENT_ATTRS", "ROLE_EAGER", "ROLE_PLAIN", "ROLE_SEARCH", "is_void", "trial_attrs",
     "FINALISTS", "hardware_mismatch", "MAX_RETRIES", "fail_stale_trials", "mark_interrupted", "requeue",
     "FIXED_SETTINGS", "StudyRun", "StudySettings", "check_settings", "default_threads", "has_repeated_blocks",
-    "make_sampler", "open_study", "scoring_from_study", "MAX_DUPLICATE_STREAK", "Tuner",
+    "make_sampler", "open_study", "scoring_from_study",
 ]

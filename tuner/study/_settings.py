@@ -10,9 +10,10 @@ from typing import Any
 
 from ..config import find_block_classes
 from ..errors import StudyError
-from ..measure import MEASUREMENT
+from ..spec import MEASUREMENT
 from ..score import Scoring
 from ..storage import HEARTBEAT_S, open_storage
+from ._attrs import ROLE_EAGER
 
 #: Settings that must not change when a study is resumed: they change what a score means.
 FIXED_SETTINGS = ("steps", "task", "device", "threads", "workload", "compile_cost", "torch", "measurement")
@@ -40,7 +41,7 @@ class StudySettings:
     compile_cost: str = "cold"
     torch: str = ""
     measurement: int = MEASUREMENT
-    """What a trial's figures mean (tuner/measure.py); fixed, like the torch version."""
+    """What a trial's figures mean (tuner/spec.py); fixed, like the torch version."""
     """The torch version that measures (the tuner's own, which every trial process runs): another
     torch compiles and runs steps differently, so its times cannot share a study."""
 
@@ -128,8 +129,6 @@ def _check_torch(study, stored: dict, current: str) -> None:
     setting are checked against their eager baseline's recorded environment, if any."""
     before = stored.get("torch")
     if before is None:
-        from ._attrs import ROLE_EAGER
-
         before = next((t.user_attrs["environment"].get("torch") for t in study.get_trials(deepcopy=False)
                        if t.user_attrs.get("role") == ROLE_EAGER and t.user_attrs.get("environment")), None)
     if before and current and before != current:

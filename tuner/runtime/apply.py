@@ -9,8 +9,9 @@ import warnings
 from pathlib import Path
 from typing import Any, Mapping
 
-from .config import BLOCKS, CompileConfig, load_config, load_tuned_config, target_modules, warn_on_environment_mismatch
-from .errors import ConfigError
+from ..config import BLOCKS, CompileConfig, load_config, load_tuned_config, target_modules, warn_on_environment_mismatch
+from ..errors import ConfigError
+from .warmstart import load_warm_start
 
 
 def apply_config(model, config: "CompileConfig | str | Path | Mapping[str, Any]", *, warm_start: bool = True):
@@ -40,8 +41,6 @@ def apply_config(model, config: "CompileConfig | str | Path | Mapping[str, Any]"
     if not cfg.compiles:
         return model
     if warm_start and tuned is not None:
-        from .warmstart import load_warm_start
-
         load_warm_start(Path(config), dict(tuned.tuned_on))
     regions = target_modules(model, cfg.target)
     if not regions:

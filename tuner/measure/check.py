@@ -12,7 +12,7 @@ import copy
 from dataclasses import asdict
 from typing import Any
 
-from .diagnose import DynamoLogCapture
+from ..diagnose import DynamoLogCapture
 
 DYNAMIC_SETTINGS = (None, False, True)
 
@@ -21,7 +21,7 @@ def _trace(model, inputs_list, *, dynamic=None, trace_numpy=True, train=False) -
     import torch
     from torch._dynamo.utils import counters
 
-    from .workload import call_model
+    from ..workload import call_model
 
     torch._dynamo.reset()
     counters.clear()

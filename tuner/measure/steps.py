@@ -15,10 +15,10 @@ import contextlib
 import random
 from typing import Any
 
-from .apply import apply_config, optimizer_step
-from .config import CompileConfig, target_modules
+from ..runtime.apply import apply_config, optimizer_step
+from ..config import CompileConfig, target_modules
 from .devices import timed
-from .workload import call_model
+from ..workload import call_model
 
 
 class Step:

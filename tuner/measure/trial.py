@@ -1,7 +1,7 @@
-"""One trial, measured inside its own fresh process (``python -m tuner.measure SPEC OUT``).
+"""One trial, measured inside its own fresh process (``mode="trial"``, see ``__main__.py``).
 
 The process holds the model once; eager and compiled steps run on that one object (see
-tuner/steps.py). What is measured, in order:
+tuner/measure/steps.py). What is measured, in order:
 
 1. eager warm-up steps over the shape mix (tuner/mix.py): a step-time estimate per shape, the
    eager peak memory, and whether a step draws random numbers (dropout);
@@ -26,57 +26,19 @@ import dataclasses
 import json
 import os
 import statistics
-import sys
-import time
-import traceback
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .config import CompileConfig
+from ..config import CompileConfig
+from ..spec import TrialSpec
 from .correctness import TOLERANCE, compare, to_float64
-from .devices import PeakMemory, environment, limit_memory, memory_in_use, timed, to_device
-from .diagnose import DynamoLogCapture, classify_exception, failure
+from .devices import PeakMemory, memory_in_use, timed, to_device
+from ..diagnose import DynamoLogCapture, failure
 from .mix import signature, timing_mix, weighted
 from .steps import (Step, TrainingState, checked_step, consumed_random_numbers, fresh_start, rng_state,
                     seed_all, timed_steps)
-from .workload import call_model, load_workload
-
-#: What a trial's figures mean. Bump it when a change makes old figures incomparable with new
-#: ones; a study keeps the version it was started with (tuner/study/_settings.py).
-#: 2: one model per trial, step times over the input schedule's mix, absolute peak memory,
-#:    correctness from the same random state.
-MEASUREMENT = 2
-
-
-@dataclass
-class TrialSpec:
-    """Everything the child needs; travels as JSON."""
-
-    workload: str
-    config: dict
-    task: str = "infer"
-    device: str = "cpu"
-    threads: int = 1
-    seed: int = 0
-    warmup: int = 3
-    rounds: int = 5
-    measure_seconds: float = 6.0
-    tolerance: float | None = None
-    run_schedule: bool = True
-    mode: str = "trial"
-    """``trial`` measures a config; ``check`` runs the quick model check (tuner/check.py);
-    ``startup`` times the first step of an applied config (tuner/warmstart.py)."""
-    config_path: str | None = None
-    """``startup`` mode: apply the config from this best_config.yaml, as a user would."""
-    save_artifacts_to: str | None = None
-    """``startup`` mode: write torch's compile cache artifacts here after the first step."""
-    check_threads: int | None = None
-    """``threads`` mode: how many threads call the model at once (tuner/threads.py)."""
-    memory_limit_mb: float | None = None
-    """A hard cap on the process's data memory: allocations beyond it fail instead of
-    dragging the whole machine into the out-of-memory killer."""
-
+from ..workload import call_model, load_workload
 
 class Recorder:
     """The result dict, flushed to disk after every stage."""
@@ -343,54 +305,3 @@ def _record_dynamo(rec: Recorder, logs: DynamoLogCapture) -> None:
         recompile_details=logs.recompiles[:50],
         recompile_limit_hit=logs.recompile_limit_hit,
     )
-
-
-def main(argv: list[str]) -> int:
-    from .workers import die_with_parent
-
-    die_with_parent()  # a trial outlives no killed tuner
-    spec_path, out_path = Path(argv[0]), Path(argv[1])
-    spec = TrialSpec(**json.loads(spec_path.read_text()))
-    rec = Recorder(out_path)
-    start = time.perf_counter()
-    try:
-        import torch
-        import torch._dynamo  # noqa: F401  (import cost is process overhead, not measurement)
-
-        rec.data["child_import_s"] = time.perf_counter() - start
-        torch.set_num_threads(spec.threads)
-        limit_memory(spec.memory_limit_mb)
-        rec.update(environment=environment(spec.device))
-        if spec.mode == "check":
-            from .check import run_check
-
-            rec.update(check=run_check(load_workload(spec.workload), spec.task), status="ok", stage="done")
-        elif spec.mode == "threads":
-            from .threads import measure_threads
-
-            measure_threads(spec, rec)
-        elif spec.mode == "startup":
-            from .warmstart import measure_start
-
-            measure_start(spec, rec)
-        else:
-            run_trial(spec, rec)
-    except BaseException as exc:  # the trial's failure is data for the parent
-        fail = classify_exception(exc)
-        rec.data["traceback"] = traceback.format_exc()[-4000:]
-        rec.update(status="failed", failure=fail.to_dict())
-    finally:
-        rec.update(child_wall_s=time.perf_counter() - start)
-    return 0
-
-
-if __name__ == "__main__":
-    main(sys.argv[1:])
-    # The result is on disk. Skip the interpreter's teardown (torch's atexit hooks, inductor's
-    # compile-worker pool): it costs about a second per trial and measures nothing.
-    import logging
-
-    logging.shutdown()  # flushes the TORCH_TRACE files
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)

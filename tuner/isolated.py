@@ -12,15 +12,15 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import asdict
 from pathlib import Path
 
-from . import interrupts
+from .interrupts import interruptible
 from .diagnose import failure
-from .measure import TrialSpec
+from .launch import python_command
+from .spec import TrialSpec
 
 
 def run_isolated(
@@ -52,14 +52,14 @@ def run_isolated(
     pruned_after = None
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "tuner.measure", str(spec_path), str(out_path)],
+            python_command("tuner.measure", str(spec_path), str(out_path)),
             stdout=log, stderr=subprocess.STDOUT, env=env, cwd=os.getcwd(),
             start_new_session=True,  # its own process group, so compile workers die with it
         )
         try:
             # Ctrl-C lands here, not in Popen: a child started but not yet bound to `proc`
             # would be left running (see tuner.interrupts).
-            with interrupts.interruptible():
+            with interruptible():
                 pruned_after = _wait(proc, out_path, start, timeout, compile_budget_s)
             timed_out = proc.poll() is None and pruned_after is None
             _kill_group(proc)

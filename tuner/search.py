@@ -15,17 +15,17 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from .. import interrupts
-from ..config import EAGER, PLAIN_COMPILE, CompileConfig
-from ..errors import StudyError
-from ..measure import TrialSpec
-from ..score import Scoring
-from ..space import SearchSpace
-from ..storage import OWNER_ATTR, Heartbeat, owner, worker_label
-from ..trial import run_isolated
-from ._attrs import ROLE_EAGER, ROLE_PLAIN, ROLE_SEARCH, is_void, trial_attrs
-from ._recovery import fail_stale_trials, mark_interrupted, requeue
-from ._settings import StudyRun, StudySettings
+from .interrupts import check as stop_if_interrupted, interruptible
+from .config import EAGER, PLAIN_COMPILE, CompileConfig
+from .errors import StudyError
+from .isolated import run_isolated
+from .score import Scoring
+from .space import SearchSpace
+from .storage import OWNER_ATTR, Heartbeat, owner, worker_label
+from .spec import TrialSpec
+from .study import ROLE_EAGER, ROLE_PLAIN, ROLE_SEARCH, is_void, trial_attrs
+from .study import fail_stale_trials, mark_interrupted, requeue
+from .study import StudyRun, StudySettings
 
 #: Consecutive duplicate suggestions before we hand the sampler an unmeasured config.
 MAX_DUPLICATE_STREAK = 3
@@ -165,7 +165,7 @@ class Tuner:
             if state == "done" or (state == "claimed" and not wait):
                 return
             if state == "claimed":
-                with interrupts.interruptible():
+                with interruptible():
                     time.sleep(self.poll_s)
                 continue
             trial_id = self._claim_baseline(role, config)
@@ -266,7 +266,7 @@ class Tuner:
         all_keys = {c.key() for c in self.space.configs()}
         streak = 0
         while True:
-            interrupts.check()  # a Ctrl-C held through duplicate suggestions stops here
+            stop_if_interrupted()  # a Ctrl-C held through duplicate suggestions stops here
             self.recover()
             trials = self.study.get_trials(deepcopy=False)
             measured = self.measured_by_key(trials)
@@ -280,7 +280,7 @@ class Tuner:
                 run.exhausted = True
                 break
             if not unmeasured or done + len(running) >= self.settings.trials:
-                with interrupts.interruptible():
+                with interruptible():
                     time.sleep(self.poll_s)  # the last configs are being measured by other workers
                 continue
             move = self._coordinate_move(trials, set(unmeasured)) if streak == 0 else None

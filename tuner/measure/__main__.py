@@ -1,0 +1,66 @@
+"""The trial process: ``python -m tuner.measure SPEC OUT`` (started by tuner/isolated.py through
+tuner/launch.py). One entry point, four modes (``TrialSpec.mode``): ``trial`` measures a config
+(tuner/measure/trial.py), ``check`` runs the model check (check.py), ``threads`` the thread check
+(threads.py), ``startup`` times a cold or warm first step (startup.py).
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+
+from ..diagnose import classify_exception
+from ..launch import die_with_parent
+from ..spec import TrialSpec
+from ..workload import load_workload
+from .check import run_check
+from .devices import environment, limit_memory
+from .startup import measure_start
+from .threads import measure_threads
+from .trial import Recorder, run_trial
+
+
+def main(argv: list[str]) -> int:
+    die_with_parent()  # a trial outlives no killed tuner
+    spec_path, out_path = Path(argv[0]), Path(argv[1])
+    spec = TrialSpec(**json.loads(spec_path.read_text()))
+    rec = Recorder(out_path)
+    start = time.perf_counter()
+    try:
+        import torch
+        import torch._dynamo  # noqa: F401  (import cost is process overhead, not measurement)
+
+        rec.data["child_import_s"] = time.perf_counter() - start
+        torch.set_num_threads(spec.threads)
+        limit_memory(spec.memory_limit_mb)
+        rec.update(environment=environment(spec.device))
+        if spec.mode == "check":
+            rec.update(check=run_check(load_workload(spec.workload), spec.task), status="ok", stage="done")
+        elif spec.mode == "threads":
+            measure_threads(spec, rec)
+        elif spec.mode == "startup":
+            measure_start(spec, rec)
+        else:
+            run_trial(spec, rec)
+    except BaseException as exc:  # the trial's failure is data for the parent
+        fail = classify_exception(exc)
+        rec.data["traceback"] = traceback.format_exc()[-4000:]
+        rec.update(status="failed", failure=fail.to_dict())
+    finally:
+        rec.update(child_wall_s=time.perf_counter() - start)
+    return 0
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
+    # The result is on disk. Skip the interpreter's teardown (torch's atexit hooks, inductor's
+    # compile-worker pool): it costs about a second per trial and measures nothing.
+    import logging
+
+    logging.shutdown()  # flushes the TORCH_TRACE files
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)

@@ -1,0 +1,43 @@
+"""Inside the trial process (``mode="startup"``): the first step of an applied config, timed from
+a fresh process, cold or from the warm-start bundle (tuner/bundle.py writes and times both).
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from ..config import CompileConfig, load_tuned_config
+from ..runtime.apply import apply_config
+from ..workload import load_workload
+from .devices import sync, to_device
+from .steps import Step
+
+
+def measure_start(spec, rec) -> None:
+    """First step of the applied config in this fresh process (``mode="startup"``).
+
+    With ``spec.config_path`` the config is applied from the YAML file, exactly as a user does
+    (loading the bundled cache); otherwise from ``spec.config``. With ``spec.save_artifacts_to``
+    the mega-cache artifacts are written there after the first step.
+    """
+    import torch
+
+    workload = load_workload(spec.workload)
+    model = workload.make_model().to(spec.device)
+    inputs = to_device(workload.make_inputs(), spec.device)
+    config = load_tuned_config(spec.config_path).config if spec.config_path else CompileConfig.from_dict(spec.config)
+    sync(spec.device)
+    start = time.perf_counter()
+    apply_config(model, spec.config_path or config)
+    loaded = time.perf_counter() - start
+    stepper = Step(model, spec.task, workload)
+    stepper.adopt(config)
+    stepper(inputs)
+    sync(spec.device)
+    first = time.perf_counter() - start
+    rec.update(first_step_s=first, cache_load_s=loaded)
+    if spec.save_artifacts_to and hasattr(torch.compiler, "save_cache_artifacts"):
+        saved = torch.compiler.save_cache_artifacts()
+        if saved is not None:
+            Path(spec.save_artifacts_to).write_bytes(saved[0])
+    rec.update(status="ok", stage="done")

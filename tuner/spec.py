@@ -1,0 +1,43 @@
+"""What a trial is asked to do (``TrialSpec``), and what its figures mean (``MEASUREMENT``).
+
+The spec travels as JSON from the tuner to the trial process (tuner/isolated.py ->
+tuner/measure/), so both sides share this one definition and nothing else.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+#: What a trial's figures mean. Bump it when a change makes old figures incomparable with new
+#: ones; a study keeps the version it was started with (tuner/study/_settings.py).
+#: 2: one model per trial, step times over the input schedule's mix, absolute peak memory,
+#:    correctness from the same random state.
+MEASUREMENT = 2
+
+
+@dataclass
+class TrialSpec:
+    """Everything the child needs; travels as JSON."""
+
+    workload: str
+    config: dict
+    task: str = "infer"
+    device: str = "cpu"
+    threads: int = 1
+    seed: int = 0
+    warmup: int = 3
+    rounds: int = 5
+    measure_seconds: float = 6.0
+    tolerance: float | None = None
+    run_schedule: bool = True
+    mode: str = "trial"
+    """``trial`` measures a config; ``check`` runs the quick model check (tuner/measure/check.py);
+    ``startup`` times the first step of an applied config (tuner/measure/startup.py)."""
+    config_path: str | None = None
+    """``startup`` mode: apply the config from this best_config.yaml, as a user would."""
+    save_artifacts_to: str | None = None
+    """``startup`` mode: write torch's compile cache artifacts here after the first step."""
+    check_threads: int | None = None
+    """``threads`` mode: how many threads call the model at once (tuner/measure/threads.py)."""
+    memory_limit_mb: float | None = None
+    """A hard cap on the process's data memory: allocations beyond it fail instead of
+    dragging the whole machine into the out-of-memory killer."""
