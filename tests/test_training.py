@@ -1,15 +1,21 @@
 """Training steps, optimizer compile, warm starts from a saved compile cache, thread safety."""
 import copy
+import dataclasses
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
 
 import tuner
-from tuner.config import CompileConfig, TunedConfig, save_tuned_config
+from tuner.bundle import bundle_and_measure
+from tuner.config import CompileConfig, TunedConfig, load_tuned_config, save_tuned_config
+from tuner.isolated import run_isolated
+from tuner.runtime.warmstart import CACHE_DIRNAME, DIGEST_KEY, bundle_digest
 from tuner.spec import TrialSpec
 from tuner.study import StudySettings
-from tuner.isolated import run_isolated
-from tuner.bundle import CACHE_DIRNAME, bundle_and_measure
 from tuner.workload import load_workload
 
 from conftest import ROOT
@@ -41,7 +47,7 @@ def test_optimizer_step_is_compiled_only_when_asked_and_matches_eager():
     torch.testing.assert_close(model.weight, twin.weight)
 
 
-def test_warm_start_bundle_makes_the_first_step_faster(workloads, tmp_path):
+def test_warm_start_bundle_makes_the_first_step_faster_and_leaves_the_global_cache_alone(workloads, tmp_path):
     config_path = save_tuned_config(
         TunedConfig(CompileConfig(backend="inductor"), tuned_on={"torch": torch.__version__, "device": "cpu"}),
         tmp_path / "best_config.yaml")
@@ -52,6 +58,64 @@ def test_warm_start_bundle_makes_the_first_step_faster(workloads, tmp_path):
     assert (tmp_path / CACHE_DIRNAME / "mega_cache.bin").stat().st_size > 0
     assert any((tmp_path / CACHE_DIRNAME / "inductor").rglob("*.so")), "the C++ kernels travel with the config"
     assert started["warm_start_s"] < started["cold_start_s"] / 2, started
+    digest = started[DIGEST_KEY]
+    assert load_tuned_config(config_path).measured[DIGEST_KEY] == digest
+
+    # A user's process: the bundle goes to a directory of its own, the global inductor cache
+    # (under a fresh TMPDIR here) is not created or touched.
+    tmpdir = tmp_path / "tmpdir"
+    tmpdir.mkdir()
+    script = ("import os, sys, tuner\n"
+              "from tuner.workload import load_workload\n"
+              "w = load_workload(sys.argv[1])\n"
+              "model = tuner.apply_config(w.make_model(), sys.argv[2])\n"
+              "model(*w.make_inputs())\n"
+              "print(os.environ['TORCHINDUCTOR_CACHE_DIR'])\n")
+    env = {k: v for k, v in os.environ.items() if k != "TORCHINDUCTOR_CACHE_DIR"}
+    run = subprocess.run([sys.executable, "-c", script, str(workloads / "mlp.py"), str(config_path)],
+                         capture_output=True, text=True, env=dict(env, TMPDIR=str(tmpdir)), timeout=300, cwd=ROOT)
+    assert run.returncode == 0, run.stderr[-2000:]
+    own = Path(run.stdout.strip().splitlines()[-1])
+    assert own.name == f"compile-tune-warm-start-{digest[:16]}" and any(own.rglob("*.so"))
+    global_files = [p for d in tmpdir.glob("torchinductor_*") for p in d.rglob("*") if p.is_file()]
+    assert not global_files, global_files[:5]
+
+    # The same bundle changed after it was written is refused, and so is one with no recorded hash.
+    (tmp_path / CACHE_DIRNAME / "mega_cache.bin").write_bytes(b"changed")
+    model = load_workload(workloads / "mlp.py").make_model()
+    with pytest.warns(UserWarning, match="do not match the compile_cache_sha256"):
+        tuner.apply_config(model, config_path)
+
+
+def fake_bundle(tmp_path, measured):
+    path = save_tuned_config(TunedConfig(CompileConfig(backend="eager"), measured=measured,
+                                         tuned_on={"torch": torch.__version__, "device": "cpu"}),
+                             tmp_path / "best_config.yaml")
+    (tmp_path / CACHE_DIRNAME).mkdir()
+    (tmp_path / CACHE_DIRNAME / "mega_cache.bin").write_bytes(b"not a cache: unpickling it would raise")
+    return path
+
+
+@pytest.mark.parametrize("measured, why", [
+    ({}, "records no compile_cache_sha256"),
+    ({DIGEST_KEY: "0" * 64}, "do not match the compile_cache_sha256"),
+])
+def test_an_unverified_bundle_is_refused_before_anything_is_loaded(workloads, tmp_path, measured, why):
+    path = fake_bundle(tmp_path, measured)
+    model = load_workload(workloads / "mlp.py").make_model()
+    with pytest.warns(UserWarning, match=why):
+        tuner.apply_config(model, path)  # loading the fake cache would raise
+
+
+def test_a_verified_bundle_is_loaded_into_its_own_cache_directory(workloads, tmp_path, monkeypatch, caplog):
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)  # restored after the test
+    path = fake_bundle(tmp_path, {})
+    digest = bundle_digest(tmp_path / CACHE_DIRNAME)
+    save_tuned_config(dataclasses.replace(load_tuned_config(path), measured={DIGEST_KEY: digest}), path)
+    model = load_workload(workloads / "mlp.py").make_model()
+    tuner.apply_config(model, path)
+    assert "Failed to un-pickle cache artifacts" in caplog.text  # verified, so torch read it (and it is no cache)
+    assert os.environ["TORCHINDUCTOR_CACHE_DIR"].endswith(f"compile-tune-warm-start-{digest[:16]}")
 
 
 def test_cache_from_another_torch_version_is_skipped_with_a_warning(workloads, tmp_path):
@@ -60,7 +124,7 @@ def test_cache_from_another_torch_version_is_skipped_with_a_warning(workloads, t
     (tmp_path / CACHE_DIRNAME).mkdir()
     (tmp_path / CACHE_DIRNAME / "mega_cache.bin").write_bytes(b"not a cache")
     model = load_workload(workloads / "mlp.py").make_model()
-    with pytest.warns(UserWarning, match="skipping the saved compile cache"):
+    with pytest.warns(UserWarning, match="not loading the saved compile cache: compiled with torch 0.0.1"):
         tuner.apply_config(model, path)
 
 

@@ -7,13 +7,14 @@ bundle, each in a fresh process.
 """
 from __future__ import annotations
 
+import dataclasses
 import shutil
 from pathlib import Path
 from typing import Any
 
-from .config import load_tuned_config
+from .config import load_tuned_config, save_tuned_config
 from .isolated import run_isolated
-from .runtime.warmstart import CACHE_DIRNAME, INDUCTOR_DIR, MEGA_CACHE
+from .runtime.warmstart import CACHE_DIRNAME, DIGEST_KEY, INDUCTOR_DIR, MEGA_CACHE, bundle_digest
 from .spec import TrialSpec
 
 
@@ -35,15 +36,19 @@ def bundle_and_measure(settings, config_path: Path, work_dir: Path) -> dict[str,
     cache = Path(cold.pop("cache_dir"))
     shutil.copytree(cache, bundle / INDUCTOR_DIR, ignore=shutil.ignore_patterns("*.lock", "locks"))
     shutil.rmtree(cache, ignore_errors=True)
+    # The warm start below loads the bundle as a user would, which needs its hash in the YAML.
+    digest = bundle_digest(bundle)
+    save_tuned_config(dataclasses.replace(tuned, measured={**tuned.measured, DIGEST_KEY: digest}), config_path)
     warm = run_isolated(TrialSpec(**base, config={}, config_path=str(config_path)),
                         timeout=settings.trial_timeout, work_dir=work_dir)
-    if warm.get("status") != "ok":
-        return {"cold_start_s": cold["first_step_s"],
-                "warm_start_error": (warm.get("failure") or {}).get("raw", "warm start failed")[:300]}
+    if warm.get("status") != "ok" or warm.get("cache_refused"):
+        why = warm.get("cache_refused") or (warm.get("failure") or {}).get("raw", "warm start failed")
+        return {"cold_start_s": cold["first_step_s"], DIGEST_KEY: digest, "warm_start_error": why[:300]}
     size = sum(f.stat().st_size for f in bundle.rglob("*") if f.is_file())
     return {
         "cold_start_s": round(cold["first_step_s"], 3),
         "warm_start_s": round(warm["first_step_s"], 3),
         "warm_start_speedup": round(cold["first_step_s"] / warm["first_step_s"], 2) if warm["first_step_s"] else None,
         "compile_cache_mb": round(size / 2**20, 2),
+        DIGEST_KEY: digest,
     }

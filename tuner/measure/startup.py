@@ -4,6 +4,7 @@ a fresh process, cold or from the warm-start bundle (tuner/bundle.py writes and 
 from __future__ import annotations
 
 import time
+import warnings
 from pathlib import Path
 
 from ..config import CompileConfig, load_tuned_config
@@ -28,14 +29,17 @@ def measure_start(spec, rec) -> None:
     config = load_tuned_config(spec.config_path).config if spec.config_path else CompileConfig.from_dict(spec.config)
     sync(spec.device)
     start = time.perf_counter()
-    apply_config(model, spec.config_path or config)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        apply_config(model, spec.config_path or config)
+    refused = [str(w.message) for w in caught if "not loading the saved compile cache" in str(w.message)]
     loaded = time.perf_counter() - start
     stepper = Step(model, spec.task, workload)
     stepper.adopt(config)
     stepper(inputs)
     sync(spec.device)
     first = time.perf_counter() - start
-    rec.update(first_step_s=first, cache_load_s=loaded)
+    rec.update(first_step_s=first, cache_load_s=loaded, cache_refused=refused[0] if refused else None)
     if spec.save_artifacts_to and hasattr(torch.compiler, "save_cache_artifacts"):
         saved = torch.compiler.save_cache_artifacts()
         if saved is not None:

@@ -23,7 +23,8 @@ def apply_config(model, config: "CompileConfig | str | Path | Mapping[str, Any]"
     ``torch.compile(model)`` or an earlier ``apply_config``) is uncompiled first, with a warning,
     and the module itself is returned. Given a path, the compile cache saved
     beside it (``compile_cache/``) is loaded first, so the first call starts warm
-    (``warm_start=False`` skips it).
+    (``warm_start=False`` skips it). That cache is compiled code: it is loaded only when it
+    matches the hash in the YAML, into a cache directory of its own (tuner/runtime/warmstart.py).
 
     Example:
         >>> model = tuner.apply_config(model, "results/mlp/best_config.yaml")  # doctest: +SKIP
@@ -41,7 +42,7 @@ def apply_config(model, config: "CompileConfig | str | Path | Mapping[str, Any]"
     if not cfg.compiles:
         return model
     if warm_start and tuned is not None:
-        load_warm_start(Path(config), dict(tuned.tuned_on))
+        load_warm_start(Path(config), dict(tuned.tuned_on), dict(tuned.measured))
     regions = target_modules(model, cfg.target)
     if not regions:
         hint = (

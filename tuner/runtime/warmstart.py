@@ -1,8 +1,8 @@
-"""Start warm: ship the compiled artifacts of the best config beside ``best_config.yaml``.
+"""Start warm: load the compiled artifacts saved beside ``best_config.yaml``, safely.
 
 A user pays the compile cost at every start of their job unless the compiler's caches survive.
-After tuning we compile the best config once more in a fresh process and keep two things in
-``compile_cache/`` next to the YAML file:
+After tuning, the best config is compiled once more in a fresh process and two things are kept
+in ``compile_cache/`` next to the YAML file (tuner/bundle.py):
 
 - ``mega_cache.bin``: PyTorch's portable cache artifacts (``torch.compiler.save_cache_artifacts``:
   FX graph and AOTAutograd cache entries);
@@ -10,25 +10,54 @@ After tuning we compile the best config once more in a fresh process and keep tw
   above do not carry the compiled C++ kernels, so the first call would still rebuild them; the
   directory does carry them.
 
-``apply_config`` loads both (when the torch version and device type match; otherwise it warns and
-compiles cold). We measure the first step of the applied config from a cold start and from the
-warm start, each in a fresh process, and record both.
+Both are code: ``mega_cache.bin`` is unpickled and the kernels are shared libraries that get
+loaded. So the bundle is loaded only when its SHA-256 matches the one recorded in
+``best_config.yaml`` when it was written (``measured.compile_cache_sha256``), and its files go to
+a cache directory of their own (keyed by that hash), never into the user's global inductor
+cache: what a results folder brings in stays apart from the user's own compiles.
 """
 from __future__ import annotations
 
+import hashlib
+import os
 import shutil
+import tempfile
 import warnings
 from pathlib import Path
 
 CACHE_DIRNAME = "compile_cache"
 MEGA_CACHE = "mega_cache.bin"
 INDUCTOR_DIR = "inductor"
+DIGEST_KEY = "compile_cache_sha256"
+_CACHE_ENV = "TORCHINDUCTOR_CACHE_DIR"
 
 _loaded: set[str] = set()
 
 
-def load_warm_start(config_path: Path, tuned_on: dict) -> bool:
-    """Load the cache bundled beside ``config_path`` into this process; True if loaded."""
+def bundle_digest(bundle: Path) -> str:
+    """SHA-256 over every file of the bundle: its path inside the bundle and its bytes."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in Path(bundle).rglob("*") if p.is_file()):
+        digest.update(path.relative_to(bundle).as_posix().encode() + b"\0")
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                digest.update(block)
+        digest.update(b"\0")
+    return digest.hexdigest()
+
+
+def bundle_cache_dir(digest: str) -> Path:
+    """The inductor cache directory a bundle is loaded into: one per bundle content."""
+    return Path(tempfile.gettempdir()) / f"compile-tune-warm-start-{digest[:16]}"
+
+
+def load_warm_start(config_path: Path, tuned_on: dict, measured: dict) -> bool:
+    """Load the bundle beside ``config_path`` into this process; True if loaded.
+
+    Refused, with a warning naming the reason, when the bundle was made by another torch or on
+    another device type, when ``best_config.yaml`` records no hash for it, or when its files do
+    not match that hash; the first call then compiles cold.
+    """
     import torch
 
     bundle = Path(config_path).parent / CACHE_DIRNAME
@@ -37,17 +66,32 @@ def load_warm_start(config_path: Path, tuned_on: dict) -> bool:
     tuned_torch, tuned_device = tuned_on.get("torch"), str(tuned_on.get("device", ""))
     here_device = "cuda" if torch.cuda.is_available() else "cpu"
     if tuned_torch != torch.__version__ or tuned_device.split(":")[0] != here_device:
-        warnings.warn(
-            f"{bundle}: compiled with torch {tuned_torch} on {tuned_device}, this is torch {torch.__version__} "
-            f"on {here_device}; skipping the saved compile cache (the first call compiles cold)",
-            stacklevel=3,
-        )
-        return False
-    from torch._inductor.runtime.cache_dir_utils import cache_dir
-
+        return _refuse(bundle, f"compiled with torch {tuned_torch} on {tuned_device}, this is torch "
+                               f"{torch.__version__} on {here_device}")
+    expected = measured.get(DIGEST_KEY)
+    if not expected:
+        return _refuse(bundle, f"{config_path} records no {DIGEST_KEY} for it, so it cannot be verified")
+    if bundle_digest(bundle) != expected:
+        return _refuse(bundle, f"its files do not match the {DIGEST_KEY} in {config_path} (changed after it "
+                               "was written, or copied from another run)")
+    own = bundle_cache_dir(expected)
     if (bundle / INDUCTOR_DIR).is_dir():
-        shutil.copytree(bundle / INDUCTOR_DIR, cache_dir(), dirs_exist_ok=True)
+        shutil.copytree(bundle / INDUCTOR_DIR, own, dirs_exist_ok=True)
+    own.mkdir(parents=True, exist_ok=True)
+    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+
+    before = os.environ.get(_CACHE_ENV)  # torch sets it to its default on first use
+    if before and Path(before).resolve() not in (own.resolve(), Path(default_cache_dir()).resolve()):
+        warnings.warn(f"{bundle}: {_CACHE_ENV} was {before}; this process now caches compiles in {own}, the "
+                      "bundle's own cache directory", stacklevel=3)
+    os.environ[_CACHE_ENV] = str(own)  # inductor reads it at every cache lookup
     if (bundle / MEGA_CACHE).is_file() and hasattr(torch.compiler, "load_cache_artifacts"):
         torch.compiler.load_cache_artifacts((bundle / MEGA_CACHE).read_bytes())
     _loaded.add(str(bundle.resolve()))
     return True
+
+
+def _refuse(bundle: Path, why: str) -> bool:
+    warnings.warn(f"{bundle}: not loading the saved compile cache: {why}; the first call compiles cold",
+                  stacklevel=4)
+    return False
