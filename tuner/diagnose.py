@@ -241,20 +241,34 @@ def _source_line(file: str, line: int) -> str:
 
 
 def unique_breaks(trial_attrs: list[dict]) -> list[dict]:
-    """Each distinct graph break once per model, most costly first.
+    """Each distinct graph break (user line and reason) once, the one most trials hit first.
 
-    Cost: how many measured trials hit it (each break splits those trials' graphs), then how
-    often it fired. Each entry keeps the user line, the reason, the hint and the trials.
+    Each entry keeps the user line, the reason, the hint, and the numbers of the trials that hit
+    it; ``trial_attrs`` are trials' user attributes with their ``number``.
     """
+    breaks = _merge(trial_attrs, "graph_break_details", ("file", "line", "reason"))
+    return [dict(b, where=f"{Path(str(b.get('file'))).name}:{b.get('line')}") for b in breaks]
+
+
+def unique_recompiles(trial_attrs: list[dict]) -> list[dict]:
+    """Each distinct recompile (function, place and failed guard) once, like :func:`unique_breaks`."""
+    return _merge(trial_attrs, "recompile_details", ("function", "where", "reason"))
+
+
+def _merge(trial_attrs: list[dict], attr: str, fields: tuple[str, ...]) -> list[dict]:
     merged: dict[tuple, dict] = {}
     for attrs in trial_attrs:
-        if attrs.get("duplicate_of") is not None:
+        if attrs.get("duplicate_of") is not None:  # a repeat measured nothing itself
             continue
-        for b in attrs.get("graph_break_details") or []:
-            key = (b["file"], b["line"], b["reason"])
-            entry = merged.setdefault(key, {**b, "trials": [], "where": f"{Path(b['file']).name}:{b['line']}"})
-            entry["trials"].append(attrs.get("number"))
-    return sorted(merged.values(), key=lambda e: (-len(e["trials"]), e["file"], e["line"]))
+        for item in attrs.get(attr) or []:
+            entry = merged.setdefault(tuple(str(item.get(f)) for f in fields), {**item, "trials": []})
+            if attrs.get("number") not in entry["trials"]:
+                entry["trials"].append(attrs.get("number"))
+
+    def order(entry: dict) -> tuple:
+        return (-len(entry["trials"]), *(f"{v:09d}" if isinstance(v, int) else str(v) for v in map(entry.get, fields)))
+
+    return sorted(merged.values(), key=order)
 
 
 def format_breaks(breaks: list[dict], limit: int = 10) -> str:

@@ -23,7 +23,7 @@ from .score import Scoring
 from .space import SearchSpace
 from .storage import OWNER_ATTR, Heartbeat, owner, worker_label
 from .spec import TrialSpec
-from .study import ROLE_EAGER, ROLE_PLAIN, ROLE_SEARCH, is_void, trial_attrs
+from .study import ROLE_EAGER, ROLE_PLAIN, ROLE_SEARCH, is_void, measured_trials, trial_attrs
 from .study import fail_stale_trials, mark_interrupted, requeue
 from .study import StudyRun, StudySettings
 
@@ -178,8 +178,8 @@ class Tuner:
         """``done``, ``claimed`` (running elsewhere, or claimed before ``mine``) or ``free``."""
         from optuna.trial import TrialState
 
-        trials = [t for t in self.study.get_trials(deepcopy=False)
-                  if t.user_attrs.get("role") == role and not is_void(t) and t._trial_id != mine]
+        trials = [t for t in measured_trials(self.study, ("COMPLETE", "FAIL", "RUNNING", "WAITING"), roles=(role,))
+                  if t._trial_id != mine]
         if any(t.state == TrialState.COMPLETE or (t.state == TrialState.FAIL and role == ROLE_PLAIN)
                for t in trials):
             return "done"
@@ -248,13 +248,10 @@ class Tuner:
     # -- searching
 
     def measured_by_key(self, trials: list | None = None) -> dict[str, Any]:
-        from optuna.trial import TrialState
-
         out = {}
-        for t in self.study.get_trials(deepcopy=False) if trials is None else trials:
-            key = t.user_attrs.get("config_key")
-            if key and not is_void(t) and t.state in (TrialState.COMPLETE, TrialState.FAIL, TrialState.PRUNED):
-                out.setdefault(key, t)
+        for t in measured_trials(self.study if trials is None else trials, ("COMPLETE", "FAIL", "PRUNED")):
+            if t.user_attrs.get("config_key"):
+                out.setdefault(t.user_attrs["config_key"], t)
         return out
 
     def search_done(self, trials: list | None = None) -> int:
@@ -303,10 +300,7 @@ class Tuner:
         these trials like from any other. When every neighbour of the best config is measured,
         the walk ends and TPE takes over.
         """
-        from optuna.trial import TrialState
-
-        done = [t for t in trials if t.state == TrialState.COMPLETE and not is_void(t)
-                and t.user_attrs.get("role") in (ROLE_PLAIN, ROLE_SEARCH) and t.user_attrs.get("correct")]
+        done = [t for t in measured_trials(trials, roles=(ROLE_PLAIN, ROLE_SEARCH)) if t.user_attrs.get("correct")]
         if not done:
             return None
         best = CompileConfig.from_dict(min(done, key=lambda t: t.value).user_attrs["config"])

@@ -22,7 +22,7 @@ from .storage import HEARTBEAT_S, redact, scrub
 from .search import Tuner
 from .spec import TrialSpec
 from .study import (ROLE_EAGER, StudyRun, StudySettings, check_settings, default_threads,
-                    fail_stale_trials, has_repeated_blocks, open_study, scoring_from_study)
+                    fail_stale_trials, has_repeated_blocks, measured_trials, open_study, scoring_from_study)
 from .threads import check_threads
 from .verdict import SKIPPED_ATTR, confirm_finalists, pick_best
 from .workers import run_workers
@@ -239,10 +239,7 @@ def _run_study(opts: TuneOptions, log, workload, device: str, threads: int, spac
 
 
 def _eager_done(study) -> bool:
-    from optuna.trial import TrialState
-
-    return any(t.user_attrs.get("role") == ROLE_EAGER and t.state == TrialState.COMPLETE
-               for t in study.get_trials(deepcopy=False))
+    return bool(measured_trials(study, roles=(ROLE_EAGER,)))
 
 
 def _optional(what: str, step, run: StudyRun, log) -> bool:

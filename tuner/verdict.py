@@ -15,15 +15,12 @@ from .config import EAGER, CompileConfig, TunedConfig
 from .confirm import confirm
 from .score import Scoring, break_even_steps, knee, pareto_front
 from .search import Tuner
-from .study import ROLE_EAGER, ROLE_PLAIN
+from .study import ROLE_EAGER, ROLE_PLAIN, measured_trials
 
 
 def _ranked(study, scoring: Scoring):
     """(eager trial, plain trial, correct compiled trials within the memory bound, best first)."""
-    from optuna.trial import TrialState
-
-    trials = [t for t in study.get_trials(deepcopy=False)
-              if t.state == TrialState.COMPLETE and not t.user_attrs.get("duplicate_of")]
+    trials = measured_trials(study)
     eager = next(t for t in trials if t.user_attrs.get("role") == ROLE_EAGER)
     plain = next((t for t in trials if t.user_attrs.get("role") == ROLE_PLAIN), None)
     candidates = [t for t in trials if t.user_attrs.get("role") != ROLE_EAGER
@@ -92,12 +89,10 @@ def pick_best(study, scoring: Scoring, device: str) -> TunedConfig:
 
 def regional_saving(study) -> dict | None:
     """Compile time of regional (blocks) vs whole-model compiles of otherwise equal configs."""
-    from optuna.trial import TrialState
-
     by_rest: dict[str, dict[str, float]] = {}
-    for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
+    for t in measured_trials(study):
         cfg = t.user_attrs.get("config") or {}
-        if t.user_attrs.get("duplicate_of") is not None or cfg.get("target") not in ("whole", "blocks"):
+        if cfg.get("target") not in ("whole", "blocks"):
             continue
         rest = CompileConfig.from_dict({**cfg, "target": "whole"}).key()
         by_rest.setdefault(rest, {})[cfg["target"]] = float(t.user_attrs.get("compile_time_s") or 0.0)
@@ -148,8 +143,7 @@ def _unconfirmed(tuned: TunedConfig, why: str, detail: str | None = None) -> Tun
 def _pick_time(study, scoring: Scoring, eager, candidates, tuned_on: dict) -> TunedConfig:
     """The fastest of ``candidates`` (best first), if it beats eager on total time."""
     best = candidates[0] if candidates else None
-    plain = next((t for t in study.get_trials(deepcopy=False) if t.user_attrs.get("role") == ROLE_PLAIN
-                  and t.state.name == "COMPLETE" and t.user_attrs.get("duplicate_of") is None), None)
+    plain = next(iter(measured_trials(study, roles=(ROLE_PLAIN,))), None)
     eager_total = eager.value
     if best is None or best.value >= eager_total:
         measured = {"eager_step_time_ms": scoring.eager_step_s * 1e3, "total_time_s": eager_total,

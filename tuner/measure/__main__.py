@@ -15,7 +15,6 @@ from pathlib import Path
 from ..diagnose import classify_exception
 from ..launch import die_with_parent
 from ..spec import TrialSpec
-from ..workload import load_workload
 from .check import run_check
 from .devices import environment, limit_memory
 from .startup import measure_start
@@ -38,7 +37,7 @@ def main(argv: list[str]) -> int:
         limit_memory(spec.memory_limit_mb)
         rec.update(environment=environment(spec.device))
         if spec.mode == "check":
-            rec.update(check=run_check(load_workload(spec.workload), spec.task), status="ok", stage="done")
+            rec.update(check=run_check(spec), status="ok", stage="done")
         elif spec.mode == "threads":
             measure_threads(spec, rec)
         elif spec.mode == "startup":

@@ -13,6 +13,8 @@ from dataclasses import asdict
 from typing import Any
 
 from ..diagnose import DynamoLogCapture
+from ..spec import TrialSpec
+from .setup import prepare
 
 DYNAMIC_SETTINGS = (None, False, True)
 
@@ -56,16 +58,14 @@ class _Forward:
         return self.fn(*args, **kwargs)
 
 
-def run_check(workload, task: str = "infer") -> dict[str, Any]:
+def run_check(spec: TrialSpec) -> dict[str, Any]:
     """The check's findings as a JSON-able dict (see :func:`format_check`)."""
     import time
 
     start = time.perf_counter()
-    model = workload.make_model()
-    model.train() if task == "train" else model.eval()
-    inputs = workload.make_inputs()
-    schedule = workload.make_schedule()
-    train = task == "train"
+    ready = prepare(spec)
+    model, inputs, schedule = ready.model, ready.inputs, ready.schedule
+    train = spec.task == "train"
 
     default = _trace(model, [inputs], train=train)
     without_numpy = _trace(model, [inputs], trace_numpy=False, train=train)

@@ -9,8 +9,8 @@ from pathlib import Path
 
 from ..config import CompileConfig, load_tuned_config
 from ..runtime.apply import apply_config
-from ..workload import load_workload
-from .devices import sync, to_device
+from .devices import sync
+from .setup import prepare
 from .steps import Step
 
 
@@ -23,9 +23,8 @@ def measure_start(spec, rec) -> None:
     """
     import torch
 
-    workload = load_workload(spec.workload)
-    model = workload.make_model().to(spec.device)
-    inputs = to_device(workload.make_inputs(), spec.device)
+    ready = prepare(spec, schedule=False)
+    workload, model, inputs = ready.workload, ready.model, ready.inputs
     config = load_tuned_config(spec.config_path).config if spec.config_path else CompileConfig.from_dict(spec.config)
     sync(spec.device)
     start = time.perf_counter()

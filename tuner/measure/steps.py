@@ -12,13 +12,13 @@ gradients and optimizer state, so their memory figures differ only by what compi
 from __future__ import annotations
 
 import contextlib
-import random
 from typing import Any
 
-from ..runtime.apply import apply_config, optimizer_step
 from ..config import CompileConfig, target_modules
-from .devices import timed
+from ..runtime.apply import apply_config, optimizer_step
 from ..workload import call_model
+from .devices import timed
+from .setup import seed_all
 
 
 class Step:
@@ -107,14 +107,6 @@ class Step:
 
 
 # --------------------------------------------------------------------------- checked steps
-
-
-def seed_all(seed: int) -> None:
-    """The same random state before the reference step and the checked step (CPU and CUDA)."""
-    import torch
-
-    random.seed(seed)
-    torch.manual_seed(seed)  # also seeds every CUDA device
 
 
 def rng_state(device: str):

@@ -15,9 +15,9 @@ from typing import Any
 from ..config import CompileConfig
 from ..diagnose import DynamoLogCapture
 from ..runtime.apply import apply_config
-from ..workload import call_model, load_workload
+from ..workload import call_model
 from .correctness import TOLERANCE, compare
-from .devices import to_device
+from .setup import prepare
 
 CALLS_PER_THREAD = 20
 
@@ -28,10 +28,10 @@ def measure_threads(spec, rec) -> None:
     from torch._dynamo.utils import counters
 
     n = int(spec.check_threads or 2)
-    workload = load_workload(spec.workload)
-    model = workload.make_model().to(spec.device).eval()
+    ready = prepare(spec)
+    model = ready.model.eval()  # the check calls the model from threads, as a server does
     eager = copy.deepcopy(model)
-    inputs = [to_device(x, spec.device) for x in (workload.make_schedule() or [workload.make_inputs()])]
+    inputs = ready.schedule or [ready.inputs]
     with torch.no_grad():
         expected = [call_model(eager, x) for x in inputs]
     config = CompileConfig.from_dict(spec.config)

@@ -31,14 +31,15 @@ from pathlib import Path
 from typing import Any
 
 from ..config import CompileConfig
-from ..spec import TrialSpec
-from .correctness import TOLERANCE, compare, to_float64
-from .devices import PeakMemory, memory_in_use, timed, to_device
 from ..diagnose import DynamoLogCapture, failure
+from ..spec import TrialSpec
+from ..workload import call_model
+from .correctness import TOLERANCE, compare, to_float64
+from .devices import PeakMemory, memory_in_use, timed
 from .mix import signature, timing_mix, weighted
+from .setup import prepare, seed_all
 from .steps import (Step, TrainingState, checked_step, consumed_random_numbers, fresh_start, rng_state,
-                    seed_all, timed_steps)
-from ..workload import call_model, load_workload
+                    timed_steps)
 
 class Recorder:
     """The result dict, flushed to disk after every stage."""
@@ -65,18 +66,11 @@ class Recorder:
 
 
 def run_trial(spec: TrialSpec, rec: Recorder) -> None:
-    import torch
-
-    torch.set_num_threads(spec.threads)
-    seed_all(spec.seed)
     config = CompileConfig.from_dict(spec.config)
     device = spec.device
-    workload = load_workload(spec.workload)
     tol = spec.tolerance or TOLERANCE[spec.task]
-
-    model = workload.make_model().to(device)
-    inputs = to_device(workload.make_inputs(), device)
-    schedule = to_device(workload.make_schedule(), device) if spec.run_schedule else None
+    ready = prepare(spec, schedule=spec.run_schedule)
+    workload, model, inputs, schedule = ready.workload, ready.model, ready.inputs, ready.schedule
     mix = timing_mix(inputs, schedule)
     step = Step(model, spec.task, workload)
     rec.update(config=config.to_dict(), config_label=config.describe(), regions=None,

@@ -7,13 +7,13 @@ from __future__ import annotations
 import json
 import statistics
 import warnings
-from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
 
-from ..study import hardware_mismatch
+from ..diagnose import unique_breaks, unique_recompiles
+from ..study import hardware_mismatch, measured_trials
 from ._fmt import missing, number, text, truthy
 from ._tables import measured, trials_frame
 
@@ -128,8 +128,6 @@ class ReportData:
 
 def collect(study, tuned, scoring) -> ReportData:
     """Gather a :class:`ReportData` from an Optuna study and the config picked from it."""
-    from optuna.trial import TrialState
-
     trials = study.get_trials(deepcopy=False)
     own = [t for t in trials if not t.user_attrs.get("duplicate_of")]
     environment = next((t.user_attrs["environment"] for t in own if t.user_attrs.get("role") == "eager"
@@ -139,12 +137,12 @@ def collect(study, tuned, scoring) -> ReportData:
     starts = [t.datetime_start for t in trials if t.datetime_start]
     ends = [t.datetime_complete for t in trials if t.datetime_complete]
     dates = (min(starts).strftime("%Y-%m-%d %H:%M"), max(ends or starts).strftime("%Y-%m-%d %H:%M")) if starts else None
-    finished = [t for t in own if t.state in (TrialState.COMPLETE, TrialState.FAIL)]
+    finished_attrs = [dict(t.user_attrs, number=t.number) for t in measured_trials(trials, ("COMPLETE", "FAIL"))]
     return ReportData(
         name=study.study_name, tuned=tuned, scoring=scoring, frame=trials_frame(study),
         settings=dict(study.user_attrs.get("settings") or {}), command=study.user_attrs.get("command") or "",
         environment=dict(environment), dates=dates,
-        graph_breaks=_graph_breaks(finished), recompiles=_recompiles(finished),
+        graph_breaks=unique_breaks(finished_attrs), recompiles=unique_recompiles(finished_attrs),
         importances=_importances(study),
         hardware_warning=_hardware_warning(study),
     )
@@ -154,34 +152,6 @@ def _hardware_warning(study) -> str | None:
     return hardware_mismatch(study)
 
 
-def _graph_breaks(trials) -> list[dict]:
-    """Unique graph breaks (by source line and reason), the most common first."""
-    seen: dict[tuple, dict] = {}
-    counts: Counter = Counter()
-    for t in trials:
-        for b in t.user_attrs.get("graph_break_details") or []:
-            key = (b.get("file"), b.get("line"), b.get("reason"))
-            seen.setdefault(key, dict(b))
-            counts[key] += 1
-    return [dict(seen[k], trials=n) for k, n in sorted(counts.items(), key=lambda kv: (-kv[1], _sort_key(kv[0])))]
-
-
-def _recompiles(trials) -> list[dict]:
-    """Unique recompile reasons (by function, place and reason), the most common first."""
-    seen: dict[tuple, dict] = {}
-    counts: Counter = Counter()
-    for t in trials:
-        for r in t.user_attrs.get("recompile_details") or []:
-            key = (r.get("function"), r.get("where"), r.get("reason"))
-            seen.setdefault(key, dict(r))
-            counts[key] += 1
-    return [dict(seen[k], trials=n) for k, n in sorted(counts.items(), key=lambda kv: (-kv[1], _sort_key(kv[0])))]
-
-
-def _sort_key(key: tuple) -> tuple:
-    return tuple(str(k) for k in key)
-
-
 def _importances(study) -> dict[str, float] | None:
     """Optuna's parameter importances over the search trials, or None when too few to mean anything.
 
@@ -189,10 +159,8 @@ def _importances(study) -> dict[str, float] | None:
     settings with one value: they cannot explain any difference.
     """
     import optuna
-    from optuna.trial import TrialState
 
-    trials = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-              if t.params and t.value is not None and not t.user_attrs.get("duplicate_of")]
+    trials = [t for t in measured_trials(study) if t.params and t.value is not None]
     varied = sorted({name for t in trials for name in t.params
                      if len({repr(u.params.get(name)) for u in trials}) > 1})
     if len(trials) < MIN_TRIALS_FOR_IMPORTANCE or not varied:

@@ -144,7 +144,7 @@ def _graph_breaks_section(data: ReportData) -> str:
         where = f"{b.get('file')}:{b.get('line')}"
         rows.append(f"<tr><td title=\"{escape(where)}\"><code>{escape(_short(where))}</code></td>"
                     f"<td><code>{escape(str(b.get('code') or ''))}</code></td><td>{escape(str(b.get('reason') or ''))}</td>"
-                    f"<td>{escape(str(b.get('hint') or ''))}</td><td class=\"num\">{b['trials']}</td></tr>")
+                    f"<td>{escape(str(b.get('hint') or ''))}</td><td class=\"num\">{len(b['trials'])}</td></tr>")
     head = "".join(f"<th>{h}</th>" for h in ("where", "code", "reason", "what to do", "trials"))
     return (f'<h2 id="graph-breaks">Graph breaks</h2><p class="note">Unique source lines where Dynamo split the '
             f"graph, the most frequent first.</p><table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>")
@@ -155,7 +155,7 @@ def _recompiles_section(data: ReportData) -> str:
         return '<h2 id="recompiles">Recompiles</h2><p class="note">No trial recompiled.</p>'
     rows = [f"<tr><td><code>{escape(str(r.get('function') or ''))}</code></td>"
             f"<td title=\"{escape(str(r.get('where') or ''))}\"><code>{escape(_short(str(r.get('where') or '')))}</code></td>"
-            f"<td>{escape(str(r.get('reason') or ''))}</td><td class=\"num\">{r['trials']}</td></tr>"
+            f"<td>{escape(str(r.get('reason') or ''))}</td><td class=\"num\">{len(r['trials'])}</td></tr>"
             for r in data.recompiles]
     head = "".join(f"<th>{h}</th>" for h in ("function", "where", "guard that failed", "trials"))
     return (f'<h2 id="recompiles">Recompiles</h2><p class="note">Why compiled code was compiled again (a guard on '

@@ -56,14 +56,14 @@ def render_markdown(data: ReportData) -> str:
     if data.graph_breaks:
         out += [table(("where", "code", "reason", "what to do", "trials"), [
             [_Raw(code(f"{_name(b.get('file'))}:{b.get('line')}")), _Raw(code(b.get("code") or "")),
-             b.get("reason") or "", b.get("hint") or "", str(b["trials"])] for b in data.graph_breaks]), ""]
+             b.get("reason") or "", b.get("hint") or "", str(len(b["trials"]))] for b in data.graph_breaks]), ""]
     else:
         out += ["No trial recorded a graph break.", ""]
     out += ["## Recompiles", ""]
     if data.recompiles:
         out += [table(("function", "where", "guard that failed", "trials"), [
             [_Raw(code(r.get("function") or "")), _Raw(code(_name(r.get("where")))), r.get("reason") or "",
-             str(r["trials"])] for r in data.recompiles]), ""]
+             str(len(r["trials"]))] for r in data.recompiles]), ""]
     else:
         out += ["No trial recompiled.", ""]
     out += ["## Environment", ""]

@@ -58,3 +58,15 @@ def _finite(value):
 def is_void(trial) -> bool:
     """A trial that measured nothing: a lost claim, a repeat, or one whose worker died."""
     return bool(trial.user_attrs.get("duplicate_of") is not None or trial.user_attrs.get("interrupted"))
+
+
+def measured_trials(study_or_trials, states: tuple[str, ...] = ("COMPLETE",), roles: tuple[str, ...] = ()) -> list:
+    """The one trial filter: trials that measured something themselves (not :func:`is_void`), in
+    ``states`` (names of Optuna ``TrialState``s) and, when given, of one of ``roles``.
+
+    Example:
+        >>> eager = measured_trials(study, roles=(ROLE_EAGER,))  # doctest: +SKIP
+    """
+    trials = study_or_trials.get_trials(deepcopy=False) if hasattr(study_or_trials, "get_trials") else study_or_trials
+    return [t for t in trials if t.state.name in states and not is_void(t)
+            and (not roles or t.user_attrs.get("role") in roles)]

@@ -1,7 +1,7 @@
 """Are the configs we compare at the end comparable at all?"""
 from __future__ import annotations
 
-from ._attrs import ROLE_EAGER, ROLE_PLAIN, ROLE_SEARCH
+from ._attrs import ROLE_EAGER, ROLE_PLAIN, ROLE_SEARCH, measured_trials
 
 #: The best search configs that, with the baselines, must share hardware to be compared.
 FINALISTS = 3
@@ -17,10 +17,7 @@ def hardware_mismatch(study) -> str | None:
     >>> hardware_mismatch(study)  # doctest: +SKIP
     'finalists were measured on different hardware: #0, #1, #4 on gpu-a (NVIDIA H100, torch 2.13.0); ...'
     """
-    from optuna.trial import TrialState
-
-    done = [t for t in study.get_trials(deepcopy=False)
-            if t.state == TrialState.COMPLETE and not t.user_attrs.get("duplicate_of")]
+    done = measured_trials(study)
     baselines = [t for t in done if t.user_attrs.get("role") in (ROLE_EAGER, ROLE_PLAIN)]
     best = sorted((t for t in done if t.user_attrs.get("role") == ROLE_SEARCH), key=lambda t: t.value)
     where: dict[tuple, list[int]] = {}
