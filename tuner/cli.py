@@ -4,6 +4,7 @@
     compile-tune check MODEL.py         graph breaks, numpy, recompiles: what to know before tuning
     compile-tune show DIR               print the verdict and the top trials of a finished run
     compile-tune report DIR             rebuild report.html, report.md, trials.csv, best_config.yaml
+    compile-tune export DIR --to TOOL   the tuned settings for accelerate, hf-trainer, env, torchtitan, vllm, json
 
 Exit codes: 0 success, 2 bad input (one ``error:`` line and a ``hint:``), 130 interrupted.
 """
@@ -19,14 +20,15 @@ from ._version import __version__
 from .errors import TunerError
 from .storage import HEARTBEAT_S, scrub
 
-SUBCOMMANDS = ("show", "check", "report")
+SUBCOMMANDS = ("show", "check", "report", "export")
 
 
 def _tune_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="compile-tune",
         description="Measure which torch.compile settings make MODEL.py fastest, against eager.",
-        epilog="Other commands: `compile-tune show DIR`, `compile-tune report DIR`. The model file defines "
+        epilog="Other commands: `compile-tune show DIR`, `compile-tune report DIR`, `compile-tune export DIR --to "
+               "TOOL`. The model file defines "
                "build_model() and example_inputs(); see README.md.",
     )
     p.add_argument("workload", metavar="MODEL.py", help="file defining build_model() and example_inputs()")
@@ -90,6 +92,8 @@ def main(argv: list[str] | None = None) -> int:
             return _check(argv[1:])
         if argv and argv[0] == "report":
             return _report(argv[1:])
+        if argv and argv[0] == "export":
+            return _export(argv[1:])
         return _tune(argv)
     except TunerError as exc:
         if verbose:
@@ -298,6 +302,45 @@ def _report(argv: list[str]) -> int:
     for name in ("report.html", "report.md", "trials.csv", "best_config.yaml"):
         print(os.path.join(args.dir, name))
     print(_verdict_text(tuned.to_dict(), args.dir))
+    return 0
+
+
+def _export(argv: list[str]) -> int:
+    from pathlib import Path
+
+    from .config import load_tuned_config
+    from .export import TARGETS, render
+
+    p = argparse.ArgumentParser(
+        prog="compile-tune export",
+        description="Print a run's tuned settings in another tool's own format, with the list of what that tool "
+                    "cannot carry. tuner.apply_config(model, best_config.yaml) is the lossless path.")
+    p.add_argument("dir", metavar="DIR", help="output folder of a tuning run, or its best_config.yaml")
+    p.add_argument("--to", required=True, choices=TARGETS, help="the tool to export for")
+    p.add_argument("--output", "-o", metavar="FILE", default=None, help="write to FILE instead of stdout")
+    p.add_argument("--verbose", action="store_true", help="tracebacks for errors")
+    args = p.parse_args(argv)
+    path = Path(args.dir)
+    if path.is_dir():
+        path = path / "best_config.yaml"
+        if not path.exists():
+            hint = ("rebuild it with `compile-tune report DIR`" if (path.parent / "study.db").exists()
+                    else "give the output folder of a compile-tune run (--out) or its best_config.yaml")
+            raise TunerError(f"{args.dir}: no best_config.yaml in this folder", hint)
+    elif not path.exists():
+        raise TunerError(f"{args.dir}: no such folder or file",
+                         "give the output folder of a compile-tune run (--out) or its best_config.yaml")
+    tuned = load_tuned_config(path)
+    label = (f"compile with {tuned.config.describe()}" if tuned.verdict == "compile"
+             else "stay eager (this export does not compile)")
+    text, header = render(tuned.to_dict(), args.to, source=str(path), label=label)
+    if args.output:
+        Path(args.output).write_text(text)
+        print(args.output)
+    else:
+        print(text, end="")
+    if header and (args.output or args.to == "vllm"):  # the format has no comments, or the file holds them
+        print("".join(f"# {line}\n" for line in header), file=sys.stderr, end="")
     return 0
 
 

@@ -16,6 +16,7 @@ from typing import Any, Literal, Mapping
 import yaml
 
 from .errors import ConfigError
+from .export import exports
 
 #: target values with a fixed meaning; any other string is a module-name glob pattern.
 NO_COMPILE = "none"
@@ -236,10 +237,15 @@ def save_tuned_config(tuned: TunedConfig, path: str | Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     header = (
         "# compile-tune result. Use it with:\n"
-        "#   model = tuner.apply_config(model, \"%s\")\n" % path.as_posix()
+        "#   model = tuner.apply_config(model, \"%s\")\n"
+        "# `exports:` holds what accelerate, the HF Trainer, env variables, torchtitan and vLLM can carry\n"
+        "# of it, and what they cannot (compile-tune export DIR --to TOOL prints each in its own format).\n"
+        % path.as_posix()
     )
+    data = tuned.to_dict()
+    data["exports"] = exports(data)  # loading ignores it: the config above is the source of truth
     # A JSON round trip turns str subclasses (torch's TorchVersion) and tuples into plain YAML types.
-    plain = json.loads(json.dumps(tuned.to_dict(), default=str))
+    plain = json.loads(json.dumps(data, default=str))
     path.write_text(header + yaml.safe_dump(plain, sort_keys=False))
     return path
 

@@ -1,0 +1,312 @@
+"""`compile-tune export`: each tool's block loaded by that tool's own code where it is installed
+(accelerate's TorchDynamoPlugin and `accelerate launch`, HF TrainingArguments and Trainer, inductor's
+environment variables), checked against the documented schema where it is not (torchtitan, vLLM);
+what is not carried is named; best_config.yaml holds the blocks under `exports:`; the CLI; the
+accelerate example."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tomllib
+
+import pytest
+import torch
+import yaml
+
+from tuner.config import CompileConfig, TunedConfig, load_tuned_config, save_tuned_config
+from tuner.export import ACCELERATE_BACKENDS, TARGETS, export, exports, render
+
+from conftest import ROOT
+
+accelerate = pytest.importorskip("accelerate")
+from accelerate.utils import DynamoBackend, TorchDynamoPlugin  # noqa: E402
+
+#: Configs that differ in every field accelerate carries; the expected plugin is derived from each.
+CONFIGS = [
+    CompileConfig(target="whole", backend="inductor", mode="max-autotune-no-cudagraphs", dynamic=True, fullgraph=True),
+    CompileConfig(target="blocks", backend="aot_eager", dynamic=None),
+    CompileConfig(target="blocks", backend="inductor", mode="reduce-overhead", dynamic=False),
+]
+IDS = ["whole-inductor-mode-dynamic-fullgraph", "blocks-aot_eager-dynamic-none", "blocks-inductor-dynamic-false"]
+
+
+def tuned_dict(cfg: CompileConfig, verdict: str = "compile", **measured) -> dict:
+    return TunedConfig(cfg, verdict, measured).to_dict()
+
+
+def expected_plugin(cfg: CompileConfig) -> dict:
+    mode = cfg.mode if cfg.backend == "inductor" and cfg.mode else "default"
+    return {"backend": cfg.backend.upper(), "mode": mode, "fullgraph": cfg.fullgraph, "dynamic": cfg.dynamic,
+            "use_regional_compilation": cfg.target == "blocks"}
+
+
+def plugin_fields(plugin) -> dict:
+    return {"backend": plugin.backend.value, "mode": plugin.mode, "fullgraph": plugin.fullgraph,
+            "dynamic": plugin.dynamic, "use_regional_compilation": plugin.use_regional_compilation}
+
+
+@pytest.fixture
+def clean_env(monkeypatch):
+    for name in list(os.environ):
+        if name.startswith(("ACCELERATE_", "TORCHINDUCTOR_")):
+            monkeypatch.delenv(name)
+    return monkeypatch
+
+
+# --------------------------------------------------------------------------- accelerate
+
+
+def test_accelerate_backend_list_is_the_installed_accelerates():
+    assert set(ACCELERATE_BACKENDS) == {b.value.lower() for b in DynamoBackend} - {"no"}
+
+
+@pytest.mark.parametrize("cfg", CONFIGS, ids=IDS)
+def test_accelerate_plugin_and_env_build_the_tuned_plugin_in_accelerates_own_code(cfg, clean_env):
+    block = export(tuned_dict(cfg), "accelerate")
+    assert plugin_fields(TorchDynamoPlugin(**block["plugin"])) == expected_plugin(cfg)
+    for name, value in block["env"].items():
+        clean_env.setenv(name, value)
+    assert set(block["unset"]).isdisjoint(os.environ)
+    assert plugin_fields(TorchDynamoPlugin()) == expected_plugin(cfg)
+
+
+def test_accelerate_launch_with_the_exported_dynamo_config_gives_the_tuned_plugin(tmp_path, clean_env):
+    cfg = CONFIGS[0]
+    text, _ = render(tuned_dict(cfg), "accelerate", source="best_config.yaml", label="x")
+    config_file = tmp_path / "accelerate.yaml"
+    # The smallest accelerate config file around the exported section.
+    config_file.write_text(yaml.safe_dump({"compute_environment": "LOCAL_MACHINE", "distributed_type": "NO",
+                                           "num_processes": 1, "use_cpu": True, "mixed_precision": "no",
+                                           **yaml.safe_load(text)}))
+    script = tmp_path / "show.py"
+    script.write_text("import json\nfrom accelerate.utils import TorchDynamoPlugin\np = TorchDynamoPlugin()\n"
+                      "print(json.dumps({'backend': p.backend.value, 'mode': p.mode, 'fullgraph': p.fullgraph, "
+                      "'dynamic': p.dynamic, 'use_regional_compilation': p.use_regional_compilation}))\n")
+    proc = subprocess.run([sys.executable, "-m", "accelerate.commands.accelerate_cli", "launch", "--config_file",
+                           str(config_file), str(script)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == expected_plugin(cfg)
+
+
+def test_accelerate_names_dynamic_none_as_lost_under_accelerate_launch():
+    block = export(tuned_dict(CONFIGS[1]), "accelerate")
+    assert "dynamo_use_dynamic" not in block["dynamo_config"]
+    lost = {x["setting"]: x for x in block["not_carried"]}
+    assert "dynamic=False" in lost["dynamic"]["why"]
+    assert "ran the rest eagerly" in lost["target"]["why"], "accelerate's regional compile is not the tuner's blocks"
+
+
+# --------------------------------------------------------------------------- Hugging Face Trainer
+
+
+@pytest.fixture
+def fresh_accelerate_state():
+    from accelerate.state import AcceleratorState
+
+    AcceleratorState._reset_state(reset_partial_state=True)
+    yield
+    AcceleratorState._reset_state(reset_partial_state=True)
+
+
+@pytest.mark.parametrize("cfg", CONFIGS[:2], ids=IDS[:2])
+def test_training_arguments_construct_and_the_trainer_plugin_carries_the_config(cfg, tmp_path, clean_env,
+                                                                                fresh_accelerate_state):
+    from transformers import HfArgumentParser, Trainer, TrainingArguments
+
+    block = export(tuned_dict(cfg), "hf-trainer")
+    args = TrainingArguments(**block["training_args"], output_dir=str(tmp_path), use_cpu=True, report_to=[])
+    assert args.torch_compile is True and args.torch_compile_backend == cfg.backend
+    assert args.torch_compile_mode == (cfg.mode if cfg.backend == "inductor" else None)
+    text, _ = render(tuned_dict(cfg), "hf-trainer", source="best_config.yaml", label="x")
+    (tmp_path / "args.yaml").write_text(text)
+    (parsed,) = HfArgumentParser(TrainingArguments).parse_yaml_file(str(tmp_path / "args.yaml"))
+    assert (parsed.torch_compile_backend, parsed.torch_compile_mode) == (args.torch_compile_backend,
+                                                                         args.torch_compile_mode)
+    for name, value in block["env"].items():
+        clean_env.setenv(name, value)
+    trainer = Trainer(model=torch.nn.Linear(2, 2), args=args)
+    assert plugin_fields(trainer.accelerator.state.dynamo_plugin) == expected_plugin(cfg)
+
+
+def test_stay_eager_exports_do_not_compile(tmp_path):
+    from transformers import TrainingArguments
+
+    blocks = exports(tuned_dict(CompileConfig(target="none"), verdict="stay_eager"))
+    assert TrainingArguments(**blocks["hf-trainer"]["training_args"], output_dir=str(tmp_path)).torch_compile is False
+    assert TorchDynamoPlugin(**blocks["accelerate"]["plugin"]).backend == DynamoBackend.NO
+    assert blocks["accelerate"]["dynamo_config"] == {"dynamo_backend": "NO"}
+    assert blocks["env"]["variables"] == {"ACCELERATE_DYNAMO_BACKEND": "NO"}
+    assert blocks["torchtitan"]["compile"] == {"enable": False}
+    assert blocks["vllm"]["compilation_config"] == {"mode": 0}
+    assert all(not block["not_carried"] for block in blocks.values())
+
+
+# --------------------------------------------------------------------------- environment variables
+
+
+def test_sourced_env_export_sets_the_plugin_and_the_inductor_option(tmp_path):
+    options = {"freezing": True, "shape_padding": False, "max_autotune_gemm_backends": "ATEN"}
+    cfg = CompileConfig(target="whole", backend="inductor", dynamic=True, options=options)
+    text, _ = render(tuned_dict(cfg), "env", source="best_config.yaml", label="x")
+    (tmp_path / "tuned.env").write_text(text)
+    probe = ("import json, torch._inductor.config as c\nfrom accelerate.utils import TorchDynamoPlugin\n"
+             "p = TorchDynamoPlugin()\nprint(json.dumps([p.backend.value, p.mode, p.dynamic, p.fullgraph, "
+             "p.use_regional_compilation, c.freezing, c.shape_padding]))\n")
+    (tmp_path / "probe.py").write_text(probe)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ACCELERATE_", "TORCHINDUCTOR_"))}
+    command = f"source {tmp_path / 'tuned.env'} && {sys.executable} {tmp_path / 'probe.py'}"
+    proc = subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=300, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == ["INDUCTOR", "default", True, False, False, True, False]
+    lost = {x["setting"] for x in export(tuned_dict(cfg), "env")["not_carried"]}
+    assert lost == {"options.max_autotune_gemm_backends"}, "a string option has no plain environment form"
+
+
+def test_env_names_an_option_the_mode_overrides():
+    cfg = CompileConfig(backend="inductor", mode="max-autotune-no-cudagraphs", options={"max_autotune": False})
+    block = export(tuned_dict(cfg), "env")
+    assert [x["setting"] for x in block["not_carried"]] == ["options.max_autotune"]
+    assert "TORCHINDUCTOR_MAX_AUTOTUNE" not in block["variables"]
+
+
+# --------------------------------------------------------------------------- torchtitan and vLLM
+
+#: pytorch/torchtitan torchtitan/config/job_config.py, `class Compile` (the TOML `[compile]` section).
+TORCHTITAN_COMPILE = {"enable": bool, "components": list, "backend": str}
+#: vllm-project/vllm vllm/config/compilation.py, `CompilationConfig` (commit 002284db), its init fields.
+VLLM_COMPILATION_CONFIG = {
+    "level", "mode", "debug_dump_path", "cache_dir", "compile_cache_save_format", "backend", "custom_ops",
+    "splitting_ops", "compile_mm_encoder", "compile_sizes", "compile_ranges_split_points", "inductor_compile_config",
+    "inductor_passes", "cudagraph_mode", "cudagraph_num_of_warmups", "cudagraph_capture_sizes",
+    "cudagraph_copy_inputs", "cudagraph_specialize_lora", "use_inductor_graph_partition", "pass_config",
+    "max_cudagraph_capture_size", "dynamic_shapes_config",
+}
+
+
+@pytest.mark.parametrize("cfg", CONFIGS, ids=IDS)
+def test_torchtitan_section_has_only_documented_keys_and_parses_as_toml(cfg):
+    text, _ = render(tuned_dict(cfg), "torchtitan", source="best_config.yaml", label="x")
+    section = tomllib.loads(text)["compile"]
+    assert section == export(tuned_dict(cfg), "torchtitan")["compile"]
+    assert set(section) <= set(TORCHTITAN_COMPILE)
+    assert all(isinstance(section[k], TORCHTITAN_COMPILE[k]) for k in section)
+    assert set(section["components"]) <= {"model", "loss"} and section["backend"] == cfg.backend
+
+
+@pytest.mark.parametrize("cfg", CONFIGS, ids=IDS)
+def test_vllm_compilation_config_has_only_documented_keys(cfg):
+    text, header = render(tuned_dict(cfg), "vllm", source="best_config.yaml", label="x")
+    settings = json.loads(text)
+    assert set(settings) <= VLLM_COMPILATION_CONFIG
+    assert settings["mode"] == 1 and settings["backend"] == cfg.backend
+    assert any(line.startswith("NOT CARRIED") for line in header), "every config here loses something in vLLM"
+
+
+def test_vllm_carries_mode_and_options_as_inductor_config_but_not_inductor_cuda_graphs():
+    cfg = CompileConfig(backend="inductor", mode="max-autotune", options={"freezing": True})
+    block = export(tuned_dict(cfg), "vllm")
+    assert block["compilation_config"]["inductor_compile_config"] == {
+        "max_autotune": True, "coordinate_descent_tuning": True, "freezing": True}
+    assert "options.triton.cudagraphs" in {x["setting"] for x in block["not_carried"]}
+
+
+# --------------------------------------------------------------------------- what is not carried
+
+
+def test_an_inductor_option_the_optimizer_compile_and_the_warm_start_are_named_where_dropped():
+    cfg = CompileConfig(target="blocks", backend="inductor", fullgraph=True, options={"freezing": True},
+                        compile_optimizer=True)
+    blocks = exports(tuned_dict(cfg, warm_start_s=0.5, cold_start_s=4.0))
+    for name in ("accelerate", "hf-trainer", "torchtitan"):
+        lost = {x["setting"]: x["value"] for x in blocks[name]["not_carried"]}
+        assert lost["options.freezing"] is True, name
+    for name, block in blocks.items():
+        lost = {x["setting"] for x in block["not_carried"]}
+        assert {"compile_optimizer", "warm_start"} <= lost, name
+    assert blocks["env"]["variables"]["TORCHINDUCTOR_FREEZING"] == "1"
+    assert "options.freezing" not in {x["setting"] for x in blocks["env"]["not_carried"]}
+    assert not {"target", "fullgraph"} & {x["setting"] for x in blocks["torchtitan"]["not_carried"]}
+
+
+def test_a_glob_target_and_an_unknown_backend_are_named_where_dropped():
+    blocks = exports(tuned_dict(CompileConfig(target="layers.*", backend="aot_eager")))
+    for name in ("accelerate", "hf-trainer", "torchtitan", "vllm"):
+        assert "target" in {x["setting"] for x in blocks[name]["not_carried"]}, name
+    blocks = exports(tuned_dict(CompileConfig(backend="my_backend")))
+    assert blocks["hf-trainer"]["training_args"] == {"torch_compile": False}
+    assert blocks["accelerate"]["plugin"] == {"backend": "no"}
+    assert "backend" in {x["setting"] for x in blocks["accelerate"]["not_carried"]}
+
+
+# --------------------------------------------------------------------------- best_config.yaml
+
+
+def test_best_config_yaml_holds_every_block_and_still_loads(tmp_path):
+    cfg = CompileConfig(target="blocks", backend="inductor", options={"freezing": True})
+    path = save_tuned_config(TunedConfig(cfg, measured={"speedup_vs_eager": 1.2}), tmp_path / "best_config.yaml")
+    data = yaml.safe_load(path.read_text())
+    assert set(data["exports"]) == set(TARGETS) - {"json"}
+    assert data["exports"] == json.loads(json.dumps(exports(data)))
+    loaded = load_tuned_config(path)
+    assert loaded.config == cfg and loaded.measured["speedup_vs_eager"] == 1.2
+    again = save_tuned_config(loaded, tmp_path / "again.yaml")
+    assert yaml.safe_load(again.read_text())["exports"] == data["exports"]
+
+
+# --------------------------------------------------------------------------- the CLI
+
+
+@pytest.fixture
+def results(tmp_path):
+    out = tmp_path / "run"
+    save_tuned_config(TunedConfig(CompileConfig(target="blocks", backend="aot_eager"),
+                                  tuned_on={"torch": torch.__version__, "device": "cpu"}), out / "best_config.yaml")
+    return out
+
+
+def test_cli_exports_every_target_of_a_results_folder(results, cli, tmp_path):
+    for target in TARGETS:
+        proc = cli("export", str(results), "--to", target)
+        assert proc.returncode == 0, (target, proc.stderr)
+        assert proc.stdout
+    proc = cli("export", str(results / "best_config.yaml"), "--to", "json", "--output", str(tmp_path / "x.json"))
+    assert proc.returncode == 0, proc.stderr
+    exported = json.loads((tmp_path / "x.json").read_text())
+    assert exported["config"]["target"] == "blocks" and set(exported["exports"]) == set(TARGETS) - {"json"}
+    proc = cli("export", str(results), "--to", "vllm")
+    assert json.loads(proc.stdout) == {"mode": 1, "backend": "aot_eager"}
+    assert "NOT CARRIED" in proc.stderr, "JSON has no comments: the list goes to the terminal"
+
+
+def test_cli_export_of_a_missing_folder_is_one_error_line_and_a_hint(cli, tmp_path):
+    proc = cli("export", str(tmp_path / "nope"), "--to", "accelerate")
+    assert proc.returncode == 2
+    first, hint = proc.stderr.splitlines()[:2]
+    assert first == f"error: {tmp_path / 'nope'}: no such folder or file"
+    assert hint.startswith("hint: give the output folder of a compile-tune run")
+
+
+def test_cli_export_rejects_an_unknown_target(results, cli):
+    proc = cli("export", str(results), "--to", "deepspeed")
+    assert proc.returncode == 2
+    assert "invalid choice: 'deepspeed'" in proc.stderr
+
+
+# --------------------------------------------------------------------------- the example
+
+
+def test_accelerate_regional_example_trains_with_the_exported_regional_compile(results):
+    proc = subprocess.run([sys.executable, str(ROOT / "examples" / "accelerate_regional.py"), str(results),
+                           "--steps", "3"], capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0] == "accelerate: backend=aot_eager mode=default fullgraph=False dynamic=None regional=True"
+    assert any(line.startswith("not carried: target=blocks") for line in lines)
+    assert "compiled regions: 6 (inp, layers.0, layers.1, layers.2, layers.3, out)" in lines
+    steps = [line.split() for line in lines if line.startswith("step ")]
+    assert len(steps) == 3
+    for _, _, _, loss, _, eager in steps:
+        assert float(loss) == pytest.approx(float(eager), rel=1e-4), "aot_eager matches eager"
+    assert float(steps[-1][3]) < float(steps[0][3])
