@@ -6,9 +6,10 @@ own RMSE against it (compiled code may legitimately round differently, but not w
 """
 from __future__ import annotations
 
-import dataclasses
 import math
 from typing import Any
+
+from .tree import map_leaves, named_leaves
 
 #: Defaults close to the upstream harness: 1e-3 for inference (HF/TIMM), 1e-2 for training.
 TOLERANCE = {"infer": 1e-3, "train": 1e-2}
@@ -25,29 +26,11 @@ NORM_TOLERANCES = 5
 
 
 def flatten(value: Any, prefix: str = "out") -> dict[str, Any]:
-    """Tensors in nested tuples/lists/dicts/dataclasses/HF ``ModelOutput``s, by path."""
+    """Tensors in nested tuples/lists/dicts/dataclasses/HF ``ModelOutput``s, by path
+    (``out.logits``, ``out[0]``; see ``tree``)."""
     import torch
 
-    if isinstance(value, torch.Tensor):
-        return {prefix: value}
-    items: list[tuple[str, Any]] = []
-    if isinstance(value, dict) or _is_model_output(value):
-        items = [(f"{prefix}.{k}", v) for k, v in value.items()]
-    elif isinstance(value, (list, tuple)):
-        items = [(f"{prefix}[{i}]", v) for i, v in enumerate(value)]
-    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
-        items = [(f"{prefix}.{f.name}", getattr(value, f.name)) for f in dataclasses.fields(value)]
-    elif hasattr(value, "__dict__") and not callable(value):
-        items = [(f"{prefix}.{k}", v) for k, v in vars(value).items() if not k.startswith("_")]
-    out: dict[str, Any] = {}
-    for key, item in items:
-        out.update(flatten(item, key))
-    return out
-
-
-def _is_model_output(value) -> bool:
-    # transformers.utils.ModelOutput is an OrderedDict subclass, but do not import transformers.
-    return hasattr(value, "to_tuple") and hasattr(value, "items")
+    return {name: leaf for name, leaf in named_leaves(value, prefix) if isinstance(leaf, torch.Tensor)}
 
 
 def compare(reference: Any, result: Any, *, fp64_reference: Any = None, tol: float = 1e-3) -> str | None:
@@ -122,16 +105,15 @@ def _rmse(ref, res) -> float:
 
 def to_float64(value: Any) -> Any:
     """A float64 copy of every floating tensor in a nested structure (inputs or modules)."""
+    import copy
+
     import torch
 
-    if isinstance(value, torch.Tensor):
-        return value.detach().double() if value.is_floating_point() else value
-    if isinstance(value, torch.nn.Module):
-        import copy
+    def convert(leaf: Any) -> Any:
+        if isinstance(leaf, torch.Tensor):
+            return leaf.detach().double() if leaf.is_floating_point() else leaf
+        if isinstance(leaf, torch.nn.Module):
+            return copy.deepcopy(leaf).double()
+        return leaf
 
-        return copy.deepcopy(value).double()
-    if isinstance(value, dict):
-        return {k: to_float64(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return type(value)(to_float64(v) for v in value)
-    return value
+    return map_leaves(convert, value)

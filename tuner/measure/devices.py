@@ -6,6 +6,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .tree import map_tensors
+
 
 def sync(device: str) -> None:
     if device.startswith("cuda"):
@@ -84,15 +86,8 @@ class PeakMemory:
 
 
 def to_device(value, device: str):
-    import torch
-
-    if isinstance(value, torch.Tensor):
-        return value.to(device)
-    if isinstance(value, dict):
-        return {k: to_device(v, device) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return type(value)(to_device(v, device) for v in value)
-    return value
+    """``value`` with every tensor in it on ``device`` (containers as in ``tree``)."""
+    return map_tensors(lambda t: t.to(device), value)
 
 
 def environment(device: str) -> dict:

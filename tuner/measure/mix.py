@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from .tree import named_leaves
+
 
 @dataclass
 class MixEntry:
@@ -29,10 +31,9 @@ def signature(inputs: Any) -> str:
     """What Dynamo's guards see of an input: the shape and dtype of every tensor, the value of
     everything else (a Python int in the inputs is specialised on like a shape)."""
     import torch
-    from torch.utils._pytree import tree_leaves
 
     parts = []
-    for leaf in tree_leaves(inputs):
+    for _, leaf in named_leaves(inputs):
         if isinstance(leaf, torch.Tensor):
             parts.append(f"{tuple(leaf.shape)}:{str(leaf.dtype).removeprefix('torch.')}")
         else:

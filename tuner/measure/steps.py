@@ -19,6 +19,7 @@ from ..runtime.apply import apply_config, optimizer_step
 from ..workload import call_model
 from .devices import timed
 from .setup import seed_all
+from .tree import map_tensors
 
 
 class Step:
@@ -139,10 +140,7 @@ def checked_step(step: Step, inputs, seed: int) -> dict:
 
 def _snapshot(model, out, loss) -> dict:
     # Results must be copied before the optimizer step (and the next step) changes them.
-    import torch
-    from torch.utils._pytree import tree_map
-
-    snap = {"output": tree_map(lambda v: v.detach().clone() if isinstance(v, torch.Tensor) else v, out)}
+    snap = {"output": map_tensors(lambda t: t.detach().clone(), out)}
     if loss is not None:
         snap["loss"] = loss.detach().clone()
         snap["grads"] = {name: p.grad.detach().clone() for name, p in model.named_parameters() if p.grad is not None}

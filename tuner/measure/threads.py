@@ -17,6 +17,7 @@ from ..diagnose import DynamoLogCapture
 from ..runtime.apply import apply_config
 from ..workload import call_model
 from .correctness import TOLERANCE, compare
+from .mix import signature
 from .setup import prepare
 
 CALLS_PER_THREAD = 20
@@ -63,8 +64,7 @@ def measure_threads(spec, rec) -> None:
             t.start()
         for t in threads:
             t.join()
-    distinct_shapes = len({repr([getattr(v, "shape", v) for v in (x.values() if isinstance(x, dict) else x)])
-                           for x in inputs})
+    distinct_shapes = len({signature(x) for x in inputs})
     rec.update(thread_check=verdict({
         "threads": n,
         "calls": n * CALLS_PER_THREAD,
