@@ -1,5 +1,10 @@
 """The terminal summary states the verdict, and says when it is unconfirmed."""
-from tuner.cli import _verdict_text
+from tuner.cli import _verdict_text as _text
+from tuner.config import CompileConfig, TunedConfig
+
+
+def _verdict_text(tuned: dict, out_dir) -> str:
+    return _text(TunedConfig(CompileConfig.from_dict(tuned["config"]), tuned["verdict"], tuned["measured"]), out_dir)
 
 
 def test_the_summary_says_an_unconfirmed_verdict_is_unconfirmed_and_why():

@@ -59,7 +59,7 @@ def test_confirmed_figures_and_spread_land_in_best_config(tmp_path, cli, workloa
     lo, hi = m["speedup_range"]
     assert lo <= m["speedup_vs_eager"] <= hi and lo > 1.5
     assert m["total_time_range_s"][0] <= m["total_time_s"] <= m["total_time_range_s"][1]
-    assert "confirmed over 2 interleaved rounds" in proc.stdout
+    assert "confirmed: 2 interleaved rounds" in proc.stdout
 
 
 def test_pareto_front_and_its_knee():

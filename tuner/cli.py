@@ -135,7 +135,7 @@ def _tune(argv: list[str]) -> int:
     print()
     print(_diagnostics_text(result.run.study))
     print()
-    print(_verdict_text(result.tuned.to_dict(), result.out_dir))
+    print(_verdict_text(result.tuned, result.out_dir))
     for note in result.run.notes:
         print(f"note: {note}")
     from .study import hardware_mismatch
@@ -165,66 +165,11 @@ def _diagnostics_text(study) -> str:
     return "\n".join(lines)
 
 
-def _verdict_text(tuned: dict, out_dir) -> str:
-    text = _verdict_lines(tuned, out_dir)
-    m = tuned.get("measured") or {}
-    if m.get("confirmed") is False:
-        first, _, rest = text.partition("\n")
-        why = m.get("unconfirmed_because") or "no confirmation recorded"
-        detail = f" ({m['confirmation_error']})" if m.get("confirmation_error") else ""
-        text = f"{first} [unconfirmed: {why}{detail}]" + ("\n" + rest if rest else "")
-    return text
+def _verdict_text(tuned, out_dir) -> str:
+    """The verdict of a :class:`TunedConfig` as the terminal shows it (the reports' text)."""
+    from .report import verdict_text
 
-
-def _verdict_lines(tuned: dict, out_dir) -> str:
-    m = tuned.get("measured") or {}
-    path = os.path.join(str(out_dir), "best_config.yaml")
-    if tuned.get("verdict") == "stay_eager":
-        best = m.get("best_compiled")
-        extra = f" (best compiled: {best}, {m.get('best_compiled_total_time_s'):.1f} s)" if best else ""
-        if m.get("confirmed"):
-            text = (f"verdict: stay eager (confirmed over {m['confirm_rounds']} interleaved rounds): {m['reason']}."
-                    f"\n  {path} says so; apply_config leaves the model uncompiled.")
-        else:
-            text = (f"verdict: stay eager: no config beat eager's {m.get('total_time_s', 0):.1f} s "
-                    f"over the scored steps{extra}.\n  {path} says so; apply_config leaves the model uncompiled.")
-        if tuned.get("thread_check"):
-            from .threads import format_thread_check
-
-            text += "\n" + format_thread_check(tuned["thread_check"])
-        return text
-    from .config import CompileConfig
-
-    cfg = tuned["config"]
-    vs_plain = m.get("speedup_vs_plain_compile")
-    lines = [
-        f"verdict: compile with {CompileConfig.from_dict(cfg).describe()}",
-        f"  {m['speedup_vs_eager']:.2f}x faster steps than eager"
-        + (f", {vs_plain:.2f}x vs plain torch.compile" if vs_plain else "")
-        + f"; compile {m['compile_time_s']:.1f} s{' warm' if m.get('compile_cost') == 'warm' else ''}, "
-        f"pays off after {m['break_even_steps']} steps",
-        f"  total {m['total_time_s']:.1f} s vs eager {m['eager_total_time_s']:.1f} s",
-    ]
-    if m.get("confirmed"):
-        lo, hi = m.get("speedup_range") or (None, None)
-        lines.append(f"  confirmed over {m['confirm_rounds']} interleaved rounds (speedup {lo:.2f}x-{hi:.2f}x): "
-                     f"{m['reason']}")
-    regional = m.get("regional_compile")
-    if regional:
-        lines.append(f"  regional compile (blocks) vs whole model: {regional['blocks_compile_s']:.1f} s vs "
-                     f"{regional['whole_compile_s']:.1f} s to compile (median of {regional['pairs']} pair(s))")
-    if m.get("warm_start_s") is not None:
-        lines.append(f"  start: first step {m['cold_start_s']:.1f} s cold, {m['warm_start_s']:.1f} s warm with the "
-                     f"compile cache saved beside the config ({m.get('compile_cache_mb', 0):.1f} MB)")
-    elif m.get("warm_start_error"):
-        lines.append(f"  warm start not available: {m['warm_start_error'][:120]}")
-    lines.append(f"  use it: model = tuner.apply_config(model, \"{path}\")")
-    text = "\n".join(lines)
-    if tuned.get("thread_check"):
-        from .threads import format_thread_check
-
-        text += "\n" + format_thread_check(tuned["thread_check"])
-    return text
+    return verdict_text(tuned, os.path.join(str(out_dir), "best_config.yaml"))
 
 
 def _check(argv: list[str]) -> int:
@@ -259,8 +204,6 @@ def _saved_run_parser(prog: str, description: str) -> argparse.ArgumentParser:
 
 
 def _show(argv: list[str]) -> int:
-    import yaml
-
     from .config import load_tuned_config
     from .report import has_storage, summary_table
 
@@ -272,7 +215,7 @@ def _show(argv: list[str]) -> int:
         study = open_saved_study(args.dir, args.storage, args.study_name)
         print(summary_table(trials_frame(study)))
         print()
-        print(_verdict_text(pick_saved(study).to_dict(), args.dir))
+        print(_verdict_text(pick_saved(study), args.dir))
         return 0
     best = os.path.join(args.dir, "best_config.yaml")
     if not os.path.exists(best):
@@ -285,7 +228,7 @@ def _show(argv: list[str]) -> int:
 
         print(summary_table(pd.read_csv(csv_path)))
         print()
-    print(_verdict_text(yaml.safe_load(yaml.safe_dump(tuned.to_dict())), args.dir))
+    print(_verdict_text(tuned, args.dir))
     return 0
 
 
@@ -301,7 +244,7 @@ def _report(argv: list[str]) -> int:
     study, tuned = rebuild_outputs(args.dir, args.storage, args.study_name)
     for name in ("report.html", "report.md", "trials.csv", "best_config.yaml"):
         print(os.path.join(args.dir, name))
-    print(_verdict_text(tuned.to_dict(), args.dir))
+    print(_verdict_text(tuned, args.dir))
     return 0
 
 

@@ -58,7 +58,7 @@ document.querySelectorAll("table.sortable").forEach(function(table){
 
 
 def render_html(data: ReportData) -> str:
-    v = verdict(data)
+    v = verdict(data.tuned, data.hardware_warning, failed=len(data.failed))
     title = f"compile-tune report: {data.name}"
     s = data.settings
     sub = " · ".join(x for x in (

@@ -35,7 +35,7 @@ class _Raw(str):
 
 
 def render_markdown(data: ReportData) -> str:
-    v = verdict(data)
+    v = verdict(data.tuned, data.hardware_warning, failed=len(data.failed))
     out = [f"# compile-tune report: {cell(data.name)}", "", f"## {cell(v.headline)}", "", cell(v.sentence), ""]
     out += [table(("", "value", "compared with"), v.facts), ""]
     if v.compile:

@@ -1,11 +1,14 @@
-"""The verdict in words and key figures, shared by the HTML and Markdown reports."""
+"""The verdict in words and key figures: one text, rendered by the terminal, the HTML and the
+Markdown report alike. It is built from the picked config alone (``best_config.yaml``'s
+``measured`` holds every figure it cites), so a run's verdict reads the same wherever it is shown.
+"""
 from __future__ import annotations
 
+import textwrap
 from dataclasses import dataclass, field
+from typing import Any
 
-from ..score import break_even_steps
-from ._data import ReportData
-from ._fmt import count, megabytes, millis, missing, number, ratio, seconds, text
+from ._fmt import count, megabytes, missing, number, ratio, seconds, text
 
 
 @dataclass
@@ -18,63 +21,79 @@ class Verdict:
     """(what, value, compared with) triples: the numbers that back the verdict."""
     compile: bool = False
     label: str = ""
+    unconfirmed: str | None = None
+    """Why the verdict was not re-measured side by side with eager, when it was not."""
 
 
-def verdict(data: ReportData) -> Verdict:
-    v = _verdict(data)
-    m = data.tuned.measured
+def verdict(tuned, hardware_warning: str | None = None, failed: int | None = None) -> Verdict:
+    """The verdict of a :class:`tuner.config.TunedConfig`; ``failed``: how many trials failed."""
+    m = tuned.measured
+    steps = int(number(tuned.tuned_on.get("steps")) or 0)
+    v = _compile_verdict(tuned, steps) if tuned.verdict == "compile" else _eager_verdict(m, steps, failed)
+    v.facts += extra_facts(m, tuned.thread_check)
     if m.get("confirmed") is False:
         why = text(m.get("unconfirmed_because")) or "no confirmation recorded"
+        v.unconfirmed = why + (f" ({m['confirmation_error']})" if m.get("confirmation_error") else "")
         v.sentence += (f" This verdict is unconfirmed: {why} (the search's single measurements, not re-measured "
                        "side by side with eager).")
         v.facts.insert(0, ("unconfirmed", why, "the search's single measurements"))
         if m.get("confirmation_error"):
             v.facts.append(("confirmation", "failed", text(m.get("confirmation_error"))))
-    if data.hardware_warning:
-        v.sentence += f" Warning: {data.hardware_warning}."
+    if hardware_warning:
+        v.sentence += f" Warning: {hardware_warning}."
     return v
 
 
-def _verdict(data: ReportData) -> Verdict:
-    steps = data.scoring.steps
-    eager = data.line(data.role_row("eager"), "eager")
-    best = data.best_row()
-    if data.compile_verdict and best is not None:
-        return _compile_verdict(data, best, steps)
-    eager_total = eager.total(steps) if eager else data.tuned.measured.get("total_time_s")
-    facts = [("eager total", seconds(eager_total), f"over {steps:,} steps"),
-             ("eager step", millis(data.scoring.eager_step_s), "")]
-    if best is None:
-        n_failed = len(data.failed)
-        sentence = (f"No compiled config finished correctly ({n_failed} failed or did not finish; see the failures "
-                    "below), so the model stays eager.")
-        return Verdict("Stay eager", sentence, facts)
-    line = data.line(best, text(best.get("config_label")))
-    pays_off = break_even_steps(line.compile_s, data.scoring.eager_step_s, line.step_s)
-    why = (f"its steps are {ratio(best.get('speedup'))} as fast as eager's, but compiling costs "
-           f"{seconds(line.compile_s)}")
-    if pays_off is None:
-        why += ", and it never pays that back"
+def verdict_text(tuned, config_path: str, hardware_warning: str | None = None) -> str:
+    """The verdict for the terminal: the headline, why, the figures, and how to use it."""
+    v = verdict(tuned, hardware_warning)
+    head = f"verdict: {v.headline[0].lower()}{v.headline[1:]}"
+    lines = [head + (f" [unconfirmed: {v.unconfirmed}]" if v.unconfirmed else ""),
+             textwrap.fill(v.sentence, width=100, initial_indent="  ", subsequent_indent="  ")]
+    lines += [f"  {what}: {value}" + (f" ({note})" if note else "") for what, value, note in v.facts
+              if what != "unconfirmed"]
+    if v.compile:
+        lines.append(f'  use it: model = tuner.apply_config(model, "{config_path}")')
     else:
-        why += f", which pays off only after {pays_off:,} steps"
-    sentence = (f"No compiled config beats eager over the scored {steps:,} steps. The best compiled one, "
-                f"{line.label}, takes {seconds(line.total(steps))}: {why}.")
-    facts += [
-        ("best compiled", line.label, ""),
-        ("its total", seconds(line.total(steps)), f"eager {seconds(eager_total)}"),
-        ("its speedup per step", ratio(best.get("speedup")), ""),
-        ("its compile time", seconds(line.compile_s), ""),
-        ("pays off after", "never" if pays_off is None else f"{pays_off:,} steps", f"scored: {steps:,}"),
-    ]
-    if data.tuned.measured.get("confirmed"):
-        sentence += f" Confirmed by re-measuring: {text(data.tuned.measured.get('reason'))}."
-    facts += extra_facts(data.tuned.measured, data.tuned.thread_check)
+        lines.append(f"  {config_path} says so; apply_config leaves the model uncompiled.")
+    return "\n".join(lines)
+
+
+def _eager_verdict(m: dict, steps: int, failed: int | None) -> Verdict:
+    eager_total = m.get("total_time_s")
+    facts = [("eager total", seconds(eager_total), f"over {steps:,} steps"),
+             ("eager step", _ms(m.get("eager_step_time_ms")), "")]
+    best = text(m.get("best_compiled"))
+    if m.get("reason") and "Pareto" in str(m["reason"]):
+        return Verdict("Stay eager", f"Eager is {m['reason'].split(' is ', 1)[-1]}.", facts)
+    if not best:
+        many = f" ({failed} failed or did not finish; see the failures below)" if failed else ""
+        return Verdict("Stay eager", f"No compiled config finished correctly{many}, so the model stays eager.", facts)
+    total, compile_s = m.get("best_compiled_total_time_s"), m.get("best_compiled_compile_time_s")
+    pays_off = m.get("best_compiled_break_even_steps")
+    sentence = f"No compiled config beats eager over the scored {steps:,} steps. The best compiled one, {best}, takes "
+    if missing(compile_s):  # a best_config.yaml written before these figures were kept
+        sentence += f"{seconds(total)}."
+    else:
+        why = (f"its steps are {ratio(m.get('best_compiled_speedup'))} as fast as eager's, but compiling costs "
+               f"{seconds(compile_s)}")
+        why += ", and it never pays that back" if missing(pays_off) else f", which pays off only after {count(pays_off)} steps"
+        sentence += f"{seconds(total)}: {why}."
+    facts += [("best compiled", best, ""), ("its total", seconds(total), f"eager {seconds(eager_total)}")]
+    if not missing(compile_s):
+        facts += [
+            ("its speedup per step", ratio(m.get("best_compiled_speedup")), ""),
+            ("its compile time", seconds(compile_s), ""),
+            ("pays off after", "never" if missing(pays_off) else f"{count(pays_off)} steps", f"scored: {steps:,}"),
+        ]
+    if m.get("confirmed"):
+        sentence += f" Confirmed by re-measuring: {text(m.get('reason'))}."
     return Verdict("Stay eager", sentence, facts)
 
 
-def _compile_verdict(data: ReportData, best, steps: int) -> Verdict:
-    m = data.tuned.measured
-    label = text(best.get("config_label"))
+def _compile_verdict(tuned, steps: int) -> Verdict:
+    m = tuned.measured
+    label = tuned.config.describe()
     vs_plain = m.get("speedup_vs_plain_compile")
     plain = m.get("plain_compile_total_time_s")
     pays_off = m.get("break_even_steps")
@@ -83,6 +102,7 @@ def _compile_verdict(data: ReportData, best, steps: int) -> Verdict:
                 + f"; its {seconds(m.get('compile_time_s'))} compile pays off after {count(pays_off)} steps, "
                 f"so over the scored {steps:,} steps it takes {seconds(m.get('total_time_s'))} "
                 f"instead of eager's {seconds(m.get('eager_total_time_s'))}.")
+    warm = m.get("compile_cost") == "warm"
     facts = [
         ("speedup vs eager", ratio(m.get("speedup_vs_eager")), "per step"),
         ("speedup vs plain torch.compile", ratio(vs_plain) if vs_plain else "n/a",
@@ -90,18 +110,22 @@ def _compile_verdict(data: ReportData, best, steps: int) -> Verdict:
         ("compile time", seconds(m.get("compile_time_s")),
          "warm (cache kept), recompiles included" + (f"; cold {seconds(m['cold_compile_time_s'])}"
                                                      if number(m.get("cold_compile_time_s")) else "")
-         if data.scoring.compile_cost == "warm" else "cold, recompiles included"),
-        ("step time", millis(best.get("step_time_s")), f"eager {millis(data.scoring.eager_step_s)}"),
+         if warm else "cold, recompiles included"),
+        ("step time", _ms(m.get("step_time_ms")), f"eager {_ms(m.get('eager_step_time_ms'))}"),
         (f"total over {steps:,} steps", seconds(m.get("total_time_s")), f"eager {seconds(m.get('eager_total_time_s'))}"
          + (f", plain compile {seconds(plain)}" if not missing(plain) else "")),
         ("peak memory", megabytes(m.get("peak_memory_mb")) or "not measured",
          f"eager {megabytes(m.get('eager_peak_memory_mb'))}" if number(m.get("eager_peak_memory_mb")) else ""),
         ("pays off after", f"{count(pays_off)} steps", f"scored: {steps:,}"),
-        ("graph breaks / recompiles", f"{count(best.get('graph_breaks')) or 0} / {count(best.get('recompiles')) or 0}",
-         ""),
+        ("graph breaks / recompiles", f"{count(m.get('graph_breaks')) or 0} / {count(m.get('recompiles')) or 0}", ""),
     ]
-    facts += extra_facts(m, data.tuned.thread_check)
     return Verdict(f"Compile with {label}", sentence, facts, compile=True, label=label)
+
+
+def _ms(value_ms: Any) -> str:
+    if missing(value_ms):
+        return ""
+    return f"{float(value_ms):.3f} ms" if float(value_ms) < 1 else f"{float(value_ms):.2f} ms"
 
 
 def extra_facts(m: dict, thread_check: dict | None) -> list[tuple[str, str, str]]:
@@ -116,6 +140,8 @@ def extra_facts(m: dict, thread_check: dict | None) -> list[tuple[str, str, str]
         facts.append(("first step at start-up", f"{seconds(m['warm_start_s'])} warm",
                       f"{seconds(m['cold_start_s'])} cold; compile cache saved beside best_config.yaml "
                       f"({megabytes(m.get('compile_cache_mb'))})"))
+    elif m.get("warm_start_error"):
+        facts.append(("warm start", "not available", text(m["warm_start_error"])[:160]))
     regional = m.get("regional_compile")
     if regional:
         facts.append(("regional compile", f"{seconds(regional['blocks_compile_s'])} (blocks)",
