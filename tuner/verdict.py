@@ -150,6 +150,11 @@ def _pick_time(study, scoring: Scoring, eager, candidates, tuned_on: dict) -> Tu
                     "best_compiled": best.user_attrs.get("config_label") if best else None,
                     "best_compiled_total_time_s": best.value if best else None,
                     "reason": "no compiled config beat eager over the scored steps"}
+        if best is not None:  # what it would have cost: the verdict text explains the loss with these
+            compile_s = scoring.compile_time(best.user_attrs)
+            measured.update(best_compiled_speedup=best.user_attrs.get("speedup"), best_compiled_compile_time_s=compile_s,
+                            best_compiled_break_even_steps=break_even_steps(
+                                compile_s, scoring.eager_step_s, best.user_attrs["step_time_s"]))
         return TunedConfig(EAGER, "stay_eager", measured, tuned_on)
     a = best.user_attrs
     step = a["step_time_s"]
