@@ -6,8 +6,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tuner
-from tuner.config import (CompileConfig, TunedConfig, find_block_classes, load_tuned_config, save_tuned_config,
-                          target_modules)
+from tuner.config import CompileConfig, TunedConfig, load_tuned_config, save_tuned_config
+from tuner.targets import find_block_classes, target_modules
 from tuner.errors import ConfigError
 from tuner.workload import load_workload
 

@@ -7,9 +7,10 @@ Example:
 from __future__ import annotations
 
 from ._version import __version__
-from .config import CompileConfig, TunedConfig, find_block_classes, load_config, load_tuned_config
+from .config import CompileConfig, TunedConfig, load_tuned_config
 from .errors import ConfigError, SpaceError, StudyError, TunerError, WorkloadError
-from .runtime.apply import apply_config, optimizer_step
+from .runtime.apply import apply_config, load_config, optimizer_step
+from .targets import find_block_classes
 
 
 def check_threads(*args, **kwargs):

@@ -1,14 +1,12 @@
-"""The compile config: what to compile and how, which modules it targets, and its YAML form.
+"""The compile config (what to compile and how) and ``best_config.yaml``, as data.
 
 A :class:`CompileConfig` is the unit the tuner searches over and the thing a user gets back;
-applying it to a model is tuner/runtime/apply.py.
+which modules it targets is tuner/targets.py, applying it to a model tuner/runtime/apply.py.
 """
 from __future__ import annotations
 
 import dataclasses
-import fnmatch
 import json
-import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Mapping
@@ -161,52 +159,6 @@ EAGER = CompileConfig(target=NO_COMPILE)
 PLAIN_COMPILE = CompileConfig()
 
 
-# --------------------------------------------------------------------------- targets
-
-
-def find_block_classes(model) -> list[type]:
-    """The repeated building block of a model: e.g. its transformer layer class.
-
-    Among module classes with two or more non-leaf instances, pick the one whose instances hold
-    the most parameters together; that is the outermost repeated unit (a transformer block
-    rather than the MLP inside it). Compiling each instance is "regional compilation": torch
-    compiles the class's code once and reuses it for every instance.
-    """
-    import torch
-
-    by_class: dict[type, list] = {}
-    for name, module in model.named_modules():
-        if name == "" or not any(True for _ in module.children()):
-            continue
-        if isinstance(module, (torch.nn.ModuleList, torch.nn.ModuleDict)):
-            continue
-        by_class.setdefault(type(module), []).append(module)
-    best, best_params = [], 0
-    for cls, instances in by_class.items():
-        if len(instances) < 2:
-            continue
-        n_params = sum(p.numel() for m in instances for p in m.parameters())
-        if n_params > best_params:
-            best, best_params = [cls], n_params
-    return best
-
-
-def target_modules(model, target: str) -> list[tuple[str, Any]]:
-    """``(name, module)`` pairs that ``target`` compiles, outermost first, none nested."""
-    if target == WHOLE:
-        return [("", model)]
-    if target == BLOCKS:
-        classes = tuple(find_block_classes(model))
-        matches = [(n, m) for n, m in model.named_modules() if classes and isinstance(m, classes)]
-    else:
-        matches = [(n, m) for n, m in model.named_modules() if n and fnmatch.fnmatchcase(n, target)]
-    chosen: list[tuple[str, Any]] = []
-    for name, module in matches:
-        if not any(name.startswith(parent + ".") for parent, _ in chosen):
-            chosen.append((name, module))
-    return chosen
-
-
 # --------------------------------------------------------------------------- best_config.yaml
 
 
@@ -268,34 +220,6 @@ def load_tuned_config(path: str | Path) -> TunedConfig:
     if verdict not in ("compile", "stay_eager"):
         raise ConfigError(f"{path}: `verdict` must be compile or stay_eager, got {verdict!r}")
     return TunedConfig(cfg, verdict, data.get("measured") or {}, data.get("tuned_on") or {}, data.get("thread_check"))
-
-
-def load_config(path: str | Path) -> CompileConfig:
-    """Read a ``best_config.yaml``; warn when it was tuned on another torch or device.
-
-    Example:
-        >>> cfg = tuner.load_config("results/mlp/best_config.yaml")  # doctest: +SKIP
-    """
-    tuned = load_tuned_config(path)
-    warn_on_environment_mismatch(tuned, path)
-    return tuned.config
-
-
-def warn_on_environment_mismatch(tuned: TunedConfig, path) -> None:
-    import torch
-
-    tuned_torch = tuned.tuned_on.get("torch")
-    if tuned_torch and tuned_torch != torch.__version__:
-        warnings.warn(
-            f"{path} was tuned with torch {tuned_torch}, this is torch {torch.__version__}; "
-            "the measured speedup may not hold, re-tune to be sure",
-            stacklevel=3,
-        )
-    tuned_device = tuned.tuned_on.get("device")
-    if tuned_device and tuned_device.startswith("cuda") and not torch.cuda.is_available():
-        warnings.warn(f"{path} was tuned on {tuned_device}, but CUDA is not available here", stacklevel=3)
-    elif tuned_device == "cpu" and torch.cuda.is_available():
-        warnings.warn(f"{path} was tuned on the CPU; on this CUDA machine re-tune for the GPU", stacklevel=3)
 
 
 def _first_line(exc: Exception) -> str:

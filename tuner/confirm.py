@@ -15,6 +15,8 @@ from typing import Any, Callable
 
 from .config import EAGER, PLAIN_COMPILE, CompileConfig
 from .score import Scoring
+from .search import Tuner
+from .verdict import SKIPPED_ATTR, finalist_configs, ranked as ranked_trials
 
 
 @dataclass
@@ -145,3 +147,35 @@ def _failures(entries) -> str:
 
     counts = Counter(f for e in entries for f in e.failures)
     return ", ".join(f"{k} x{n}" if n > 1 else k for k, n in counts.most_common()) or "no rounds"
+
+
+def confirm_finalists(study, scoring: Scoring, tuner: Tuner, k: int, rounds: int, log=print) -> dict | None:
+    """Re-measure the top ``k`` with eager and plain compile (tuner/confirm.py); stored in the
+    study so a re-run with the same finalists does not measure them again."""
+    eager, _, ranked = ranked_trials(study, scoring)
+    skipped = ("--confirm 0" if k <= 0 else "--confirm-rounds 0" if rounds <= 0
+               else "no correct compiled config" if not ranked
+               else "nothing within 5 % of eager" if ranked[0].value > eager.value * 1.05 else None)
+    if skipped:
+        study.set_user_attr(SKIPPED_ATTR, skipped)
+        return None  # nothing is close to beating eager: no lead to confirm
+    finalists = finalist_configs(study, scoring, k)
+    keys = sorted(c.key() for c in finalists)
+    stored = study.user_attrs.get("confirmation")
+    if stored and stored.get("verdict") and stored.get("finalist_keys") == keys and stored.get("rounds") == rounds:
+        return stored
+    log(f"confirming {len(finalists)} finalist(s) with eager and plain torch.compile: {rounds} interleaved "
+        f"rounds in fresh processes ...")
+    def measure(config, label):
+        return tuner.measure(config, label, warm=scoring.compile_cost == "warm")
+
+    try:
+        decision = confirm(finalists, scoring, measure, rounds=rounds, log=log)
+    except Exception as exc:  # noqa: BLE001 - a broken confirmation must not cost the run its outputs
+        decision = {"failed": f"{type(exc).__name__}: {exc}".splitlines()[0][:300]}
+    if decision.get("failed"):
+        log(f"  confirmation failed ({decision['failed']}); the verdict uses the search's figures, marked unconfirmed")
+    decision.update(finalist_keys=keys, rounds=rounds)
+    study.set_user_attr("confirmation", decision)
+    study.set_user_attr(SKIPPED_ATTR, None)
+    return decision

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from .interrupts import check as stop_if_interrupted, deferred
 from .bundle import bundle_and_measure
+from .confirm import confirm_finalists
 from .isolated import run_isolated
 from .measure.check import format_check
 from .config import TunedConfig, save_tuned_config
@@ -24,7 +25,7 @@ from .spec import TrialSpec
 from .study import (ROLE_EAGER, StudyRun, StudySettings, check_settings, default_threads,
                     fail_stale_trials, has_repeated_blocks, measured_trials, open_study, scoring_from_study)
 from .threads import check_threads
-from .verdict import SKIPPED_ATTR, confirm_finalists, pick_best
+from .verdict import SKIPPED_ATTR, pick_best
 from .workers import run_workers
 from .workload import load_workload, validate_workload
 

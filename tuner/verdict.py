@@ -12,13 +12,11 @@ import datetime
 from typing import Any
 
 from .config import EAGER, CompileConfig, TunedConfig
-from .confirm import confirm
 from .score import Scoring, break_even_steps, knee, pareto_front
-from .search import Tuner
 from .study import ROLE_EAGER, ROLE_PLAIN, measured_trials
 
 
-def _ranked(study, scoring: Scoring):
+def ranked(study, scoring: Scoring):
     """(eager trial, plain trial, correct compiled trials within the memory bound, best first)."""
     trials = measured_trials(study)
     eager = next(t for t in trials if t.user_attrs.get("role") == ROLE_EAGER)
@@ -33,39 +31,7 @@ SKIPPED_ATTR = "confirmation_skipped"
 
 
 def finalist_configs(study, scoring: Scoring, k: int) -> list[CompileConfig]:
-    return [CompileConfig.from_dict(t.user_attrs["config"]) for t in _ranked(study, scoring)[2][:k]]
-
-
-def confirm_finalists(study, scoring: Scoring, tuner: Tuner, k: int, rounds: int, log=print) -> dict | None:
-    """Re-measure the top ``k`` with eager and plain compile (tuner/confirm.py); stored in the
-    study so a re-run with the same finalists does not measure them again."""
-    eager, _, ranked = _ranked(study, scoring)
-    skipped = ("--confirm 0" if k <= 0 else "--confirm-rounds 0" if rounds <= 0
-               else "no correct compiled config" if not ranked
-               else "nothing within 5 % of eager" if ranked[0].value > eager.value * 1.05 else None)
-    if skipped:
-        study.set_user_attr(SKIPPED_ATTR, skipped)
-        return None  # nothing is close to beating eager: no lead to confirm
-    finalists = finalist_configs(study, scoring, k)
-    keys = sorted(c.key() for c in finalists)
-    stored = study.user_attrs.get("confirmation")
-    if stored and stored.get("verdict") and stored.get("finalist_keys") == keys and stored.get("rounds") == rounds:
-        return stored
-    log(f"confirming {len(finalists)} finalist(s) with eager and plain torch.compile: {rounds} interleaved "
-        f"rounds in fresh processes ...")
-    def measure(config, label):
-        return tuner.measure(config, label, warm=scoring.compile_cost == "warm")
-
-    try:
-        decision = confirm(finalists, scoring, measure, rounds=rounds, log=log)
-    except Exception as exc:  # noqa: BLE001 - a broken confirmation must not cost the run its outputs
-        decision = {"failed": f"{type(exc).__name__}: {exc}".splitlines()[0][:300]}
-    if decision.get("failed"):
-        log(f"  confirmation failed ({decision['failed']}); the verdict uses the search's figures, marked unconfirmed")
-    decision.update(finalist_keys=keys, rounds=rounds)
-    study.set_user_attr("confirmation", decision)
-    study.set_user_attr(SKIPPED_ATTR, None)
-    return decision
+    return [CompileConfig.from_dict(t.user_attrs["config"]) for t in ranked(study, scoring)[2][:k]]
 
 
 def pick_best(study, scoring: Scoring, device: str) -> TunedConfig:
@@ -107,7 +73,7 @@ def regional_saving(study) -> dict | None:
 
 
 def _pick_best(study, scoring: Scoring, device: str) -> TunedConfig:
-    eager, _, candidates = _ranked(study, scoring)
+    eager, _, candidates = ranked(study, scoring)
     settings = study.user_attrs.get("settings") or {}
     tuned_on = dict(eager.user_attrs.get("environment") or {})
     # The trials' own thread count (their environment records it); the study's setting if not.
@@ -228,7 +194,7 @@ def _from_confirmation(decision: dict, scoring: Scoring, tuned_on: dict, study) 
         "break_even_steps": break_even_steps(chosen["compile_time_s"] or 0.0, decision["eager_step_s"], step),
     }
     config = CompileConfig.from_dict(chosen["config"])
-    trial = next((t for t in _ranked(study, scoring)[2] if t.user_attrs.get("config_key") == config.key()), None)
+    trial = next((t for t in ranked(study, scoring)[2] if t.user_attrs.get("config_key") == config.key()), None)
     if trial is not None:
         measured.update(trial=trial.number, graph_breaks=trial.user_attrs.get("graph_breaks"),
                         recompiles=trial.user_attrs.get("recompiles"))

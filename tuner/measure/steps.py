@@ -14,8 +14,9 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
-from ..config import CompileConfig, target_modules
+from ..config import CompileConfig
 from ..runtime.apply import apply_config, optimizer_step
+from ..targets import target_modules
 from ..workload import call_model
 from .devices import timed
 from .setup import seed_all

@@ -9,8 +9,9 @@ import warnings
 from pathlib import Path
 from typing import Any, Mapping
 
-from ..config import BLOCKS, CompileConfig, load_config, load_tuned_config, target_modules, warn_on_environment_mismatch
+from ..config import BLOCKS, CompileConfig, TunedConfig, load_tuned_config
 from ..errors import ConfigError
+from ..targets import target_modules
 from .warmstart import load_warm_start
 
 
@@ -55,6 +56,34 @@ def apply_config(model, config: "CompileConfig | str | Path | Mapping[str, Any]"
     for _, module in regions:
         compile_in_place(module, kwargs)
     return model
+
+
+def load_config(path: str | Path) -> CompileConfig:
+    """Read a ``best_config.yaml``; warn when it was tuned on another torch or device.
+
+    Example:
+        >>> cfg = tuner.load_config("results/mlp/best_config.yaml")  # doctest: +SKIP
+    """
+    tuned = load_tuned_config(path)
+    warn_on_environment_mismatch(tuned, path)
+    return tuned.config
+
+
+def warn_on_environment_mismatch(tuned: TunedConfig, path) -> None:
+    import torch
+
+    tuned_torch = tuned.tuned_on.get("torch")
+    if tuned_torch and tuned_torch != torch.__version__:
+        warnings.warn(
+            f"{path} was tuned with torch {tuned_torch}, this is torch {torch.__version__}; "
+            "the measured speedup may not hold, re-tune to be sure",
+            stacklevel=3,
+        )
+    tuned_device = tuned.tuned_on.get("device")
+    if tuned_device and tuned_device.startswith("cuda") and not torch.cuda.is_available():
+        warnings.warn(f"{path} was tuned on {tuned_device}, but CUDA is not available here", stacklevel=3)
+    elif tuned_device == "cpu" and torch.cuda.is_available():
+        warnings.warn(f"{path} was tuned on the CPU; on this CUDA machine re-tune for the GPU", stacklevel=3)
 
 
 def _uncompiled(model):

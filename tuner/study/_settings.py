@@ -8,11 +8,11 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..config import find_block_classes
 from ..errors import StudyError
 from ..spec import MEASUREMENT
 from ..score import Scoring
 from ..storage import HEARTBEAT_S, open_storage
+from ..targets import find_block_classes
 from ._attrs import ROLE_EAGER
 
 #: Settings that must not change when a study is resumed: they change what a score means.
