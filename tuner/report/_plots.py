@@ -66,11 +66,19 @@ def _svg(fig, key: str) -> str:
     return svg[svg.index("<svg"):]  # inline: no XML prolog or DOCTYPE
 
 
-def _style(ax) -> None:
+def _finish(figure: Figure, fig, ax, xlabel: str, ylabel: str | None = None, bars: bool = False) -> Figure:
+    """Label and style the axes the house way, and render ``fig`` into ``figure``."""
+    ax.set_xlabel(xlabel)
+    if ylabel:
+        ax.set_ylabel(ylabel)
     ax.grid(True, color="#e5e7eb", linewidth=0.8)
+    if bars:  # horizontal bars: vertical grid lines only
+        ax.grid(False, axis="y")
     ax.set_axisbelow(True)
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
+    figure.svg = _svg(fig, figure.key)
+    return figure
 
 
 # --------------------------------------------------------------------------- break-even
@@ -123,13 +131,9 @@ def break_even(data: ReportData) -> Figure:
                 xytext=(4, 6), fontsize=9)
     ax.set_xlim(0, x_max)
     ax.set_ylim(bottom=0)
-    ax.set_xlabel("steps")
-    ax.set_ylabel("total time (s)")
     ax.xaxis.set_major_formatter(_thousands())
     ax.legend(loc="best", fontsize=9, framealpha=0.9, edgecolor="none")
-    _style(ax)
-    fig_.svg = _svg(fig, fig_.key)
-    return fig_
+    return _finish(fig_, fig, ax, "steps", "total time (s)")
 
 
 def _thousands():
@@ -152,11 +156,7 @@ def compile_vs_step(data: ReportData) -> Figure:
     fig, ax = _new_figure()
     _scatter(ax, data, rows, x="compile_time_s", y="step_time_s", y_scale=1e3)
     ax.axhline(data.scoring.eager_step_s * 1e3, color=EAGER_COLOR, linestyle=":", linewidth=1)
-    ax.set_xlabel("compile time (s)")
-    ax.set_ylabel("step time (ms)")
-    _style(ax)
-    fig_.svg = _svg(fig, fig_.key)
-    return fig_
+    return _finish(fig_, fig, ax, "compile time (s)", "step time (ms)")
 
 
 def memory_vs_total(data: ReportData) -> Figure:
@@ -176,11 +176,7 @@ def memory_vs_total(data: ReportData) -> Figure:
     if limit:
         ax.axhline(limit, color="#dc2626", linewidth=1, label="--max-memory")
     ax.legend(fontsize=8, frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    ax.set_xlabel("total time over the scored steps (s)")
-    ax.set_ylabel("peak memory (MB)")
-    _style(ax)
-    fig_.svg = _svg(fig, fig_.key)
-    return fig_
+    return _finish(fig_, fig, ax, "total time over the scored steps (s)", "peak memory (MB)")
 
 
 def pareto_front(rows) -> list:
@@ -226,11 +222,7 @@ def dimensions(data: ReportData) -> Figure:
     ax.barh(range(len(rows)), values, color=colors, height=0.65)
     ax.set_yticks(range(len(rows)), labels, fontsize=8)
     ax.axvline(data.scoring.eager_total, color=EAGER_COLOR, linestyle=":", linewidth=1.2)
-    ax.set_xlabel("median total time (s)")
-    _style(ax)
-    ax.grid(False, axis="y")
-    fig_.svg = _svg(fig, fig_.key)
-    return fig_
+    return _finish(fig_, fig, ax, "median total time (s)", bars=True)
 
 
 def importances(data: ReportData) -> Figure:
@@ -247,8 +239,4 @@ def importances(data: ReportData) -> Figure:
     ax.barh(range(len(items)), [v for _, v in items], color=PLAIN_COLOR, height=0.6)
     ax.set_yticks(range(len(items)), [k for k, _ in items], fontsize=8)
     ax.set_xlim(0, 1)
-    ax.set_xlabel("importance")
-    _style(ax)
-    ax.grid(False, axis="y")
-    fig_.svg = _svg(fig, fig_.key)
-    return fig_
+    return _finish(fig_, fig, ax, "importance", bars=True)
