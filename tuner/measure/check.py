@@ -14,6 +14,7 @@ from typing import Any
 
 from ..diagnose import DynamoLogCapture
 from ..spec import TrialSpec
+from ..workload import call_model
 from .setup import prepare
 
 DYNAMIC_SETTINGS = (None, False, True)
@@ -22,8 +23,6 @@ DYNAMIC_SETTINGS = (None, False, True)
 def _trace(model, inputs_list, *, dynamic=None, trace_numpy=True, train=False) -> dict[str, Any]:
     import torch
     from torch._dynamo.utils import counters
-
-    from ..workload import call_model
 
     torch._dynamo.reset()
     counters.clear()

@@ -4,6 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import StudyError, TunerError
+from ..storage import open_storage, redact, scrub
 
 
 def default_storage(out_dir: str | Path) -> str:
@@ -28,8 +29,6 @@ def open_saved_study(out_dir: str | Path, storage: str | None = None, study_name
                              "give the folder a compile-tune run wrote, or its storage with --storage URL")
         storage = default_storage(out_dir)
     import optuna
-
-    from ..storage import open_storage, redact, scrub
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     shown = redact(storage)
