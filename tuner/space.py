@@ -18,6 +18,7 @@ A scalar means "always this value". Choices that cannot work on the device or ta
 from __future__ import annotations
 
 import difflib
+import importlib.resources
 import itertools
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,7 +29,8 @@ import yaml
 from .config import BLOCKS, MODES, NO_COMPILE, WHOLE, CompileConfig
 from .errors import SpaceError
 
-BUNDLED_DIR = Path(__file__).resolve().parent.parent / "search_spaces"
+#: The package whose data files are the bundled spaces (the repository's ``search_spaces/``).
+BUNDLED_PACKAGE = "tuner.search_spaces"
 DIMENSIONS = ("target", "backend", "mode", "dynamic", "fullgraph", "compile_optimizer", "options")
 TOP_LEVEL_KEYS = ("description",) + DIMENSIONS
 
@@ -192,14 +194,35 @@ def resolve_space_path(name_or_path: str) -> Path:
         if not candidate.is_file():
             raise SpaceError(f"{candidate}: no such search-space file", _bundled_hint())
         return candidate
-    bundled = BUNDLED_DIR / f"{name_or_path}.yaml"
+    bundled = bundled_dir() / f"{name_or_path}.yaml"
     if not bundled.is_file():
         raise SpaceError(f"unknown search space {name_or_path!r}", _bundled_hint())
     return bundled
 
 
+def bundled_dir() -> Path:
+    """The folder of the bundled spaces, wherever the package is installed.
+
+    >>> (bundled_dir() / "quick.yaml").is_file()
+    True
+    """
+    try:
+        # Installed from a wheel or in editable mode, the package is a plain folder; Path()
+        # states that assumption (a zipped install would fail here, loudly).
+        return Path(str(importlib.resources.files(BUNDLED_PACKAGE)))
+    except ModuleNotFoundError:
+        pass
+    # A source checkout run without installing (PYTHONPATH=repo, as scripts/gpu_check.sh does):
+    # the folder that the package is built from.
+    source = Path(__file__).resolve().parent.parent / "search_spaces"
+    if source.is_dir():
+        return source
+    raise SpaceError(f"the bundled search spaces are not installed (no package {BUNDLED_PACKAGE})",
+                     "reinstall compile-tune, or pass --space the path of a .yaml file")
+
+
 def bundled_spaces() -> list[str]:
-    return sorted(p.stem for p in BUNDLED_DIR.glob("*.yaml"))
+    return sorted(p.stem for p in bundled_dir().glob("*.yaml"))
 
 
 def _bundled_hint() -> str:

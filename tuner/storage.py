@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import datetime
 import functools
-import importlib.util
 import os
 import platform
 import re
@@ -97,7 +96,7 @@ def open_storage(url: str, heartbeat: int = HEARTBEAT_S):
     import optuna
     import sqlalchemy.exc
 
-    db_url = _with_driver(url)
+    db_url = _sqlalchemy_url(url)
     if db_url.startswith("sqlite"):
         # Several workers may share one SQLite file: wait for its lock instead of failing.
         engine_kwargs = {"connect_args": {"timeout": 60}}
@@ -132,13 +131,14 @@ def _open_journal(url: str):
                          "give a path on a filesystem every worker can write, e.g. journal:///shared/study.log")
 
 
-def _with_driver(url: str) -> str:
-    """SQLAlchemy 2.1 reads a bare ``postgresql://`` as psycopg 3; we ship psycopg2."""
+def _sqlalchemy_url(url: str) -> str:
+    """``postgres://`` (the form many hosting services hand out) -> ``postgresql://``.
+
+    SQLAlchemy reads a bare ``postgresql://`` as psycopg 3, the driver we ship, so the URL
+    otherwise passes unchanged: the same URL works in the Optuna CLI and optuna-dashboard.
+    """
     if url.startswith("postgres://"):
-        url = "postgresql://" + url[len("postgres://"):]
-    if url.startswith("postgresql://") and importlib.util.find_spec("psycopg") is None \
-            and importlib.util.find_spec("psycopg2") is not None:
-        url = "postgresql+psycopg2://" + url[len("postgresql://"):]
+        return "postgresql://" + url[len("postgres://"):]
     return url
 
 
@@ -146,14 +146,15 @@ def storage_error(url: str, exc: BaseException) -> StudyError:
     """One line saying why ``url`` cannot be used, with the password scrubbed out."""
     text = str(exc).strip() or type(exc).__name__
     if isinstance(exc, ImportError) or "Failed to import DB access module" in text:
-        hint = "install the database driver: pip install psycopg2-binary"
+        hint = ('install the database driver: pip install "psycopg[binary]" for postgresql://, '
+                "or the one SQLAlchemy names for your URL's dialect")
     elif "Can't load plugin" in text or "Could not parse" in text:
         hint = f"a storage URL looks like {URL_FORMS}"
     else:
         hint = ("check that the database server is running and reachable from here, and the URL "
                 f"({URL_FORMS}); keep a password in ~/.pgpass or PGPASSWORD rather than in the URL")
     first = text.splitlines()[0]
-    first = re.sub(r"^\([\w.]+\)\s*", "", first)  # SQLAlchemy's "(psycopg2.OperationalError) " prefix
+    first = re.sub(r"^\([\w.]+\)\s*", "", first)  # SQLAlchemy's "(psycopg.OperationalError) " prefix
     return StudyError(f"cannot open the study storage {redact(url)}: {scrub(first, url)}", hint)
 
 
