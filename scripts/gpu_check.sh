@@ -13,7 +13,7 @@ PY=${PY:-python3}
 mkdir -p "$OUT"
 
 if [ -d .gpu_wheels ]; then  # carried wheels: optuna and friends, no downloads
-  $PY -m pip install --quiet --no-index --find-links .gpu_wheels optuna psycopg2-binary pytest hypothesis 2>&1 | tail -2 || true
+  $PY -m pip install --quiet --no-index --find-links .gpu_wheels optuna "psycopg[binary]" pytest hypothesis 2>&1 | tail -2 || true
 fi
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 $PY - <<'PYEOF'
