@@ -100,3 +100,53 @@ def test_every_round_of_every_candidate_failing_is_a_failed_confirmation():
     d = confirm([TUNED], SCORING, lambda cfg, label: {"status": "failed", "failure": {"category": "timeout"}},
                 rounds=2, log=lambda line: None)
     assert d["failed"] == "every candidate failed every round (timeout x6)"
+
+
+class FakeTrials:
+    """A measure() for confirm(): each config's speedup per round from a table, eager at 10 ms."""
+
+    def __init__(self, speedups: dict[str, list[float]]):
+        self.speedups, self.calls = speedups, []
+
+    def __call__(self, cfg, label):
+        self.calls.append(cfg.describe())
+        n = sum(1 for c in self.calls if c == cfg.describe()) - 1
+        return {"status": "ok", "speedup": self.speedups[cfg.describe()][n], "compile_time_s": 1.0,
+                "eager_step_s": 0.01, "peak_memory_mb": 10.0}
+
+
+OTHER = CompileConfig(target="whole", backend="aot_eager")
+
+
+def test_a_settled_race_stops_after_two_rounds_and_drops_a_clear_loser():
+    from tuner.confirm import confirm
+
+    table = {EAGER.describe(): [1.0] * 5, PLAIN_COMPILE.describe(): [1.30, 1.31, 1.30, 1.31, 1.30],
+             TUNED.describe(): [2.0, 2.01, 2.0, 2.01, 2.0], OTHER.describe(): [1.05, 1.06, 1.05, 1.06, 1.05]}
+    trials = FakeTrials(table)
+    d = confirm([TUNED, OTHER], Scoring(steps=100_000, eager_step_s=0.01), trials, rounds=5, log=lambda line: None)
+    assert d["verdict"] == "compile" and d["choice"] == TUNED.to_dict() and d["clear"]
+    assert d["rounds_done"] == 2 and len(trials.calls) == 8, trials.calls
+
+
+def test_a_close_call_runs_every_round():
+    from tuner.confirm import confirm
+
+    table = {EAGER.describe(): [1.0] * 5, PLAIN_COMPILE.describe(): [1.30, 1.36, 1.27, 1.33, 1.30],
+             TUNED.describe(): [1.33, 1.29, 1.35, 1.30, 1.34]}
+    trials = FakeTrials(table)
+    d = confirm([TUNED], Scoring(steps=100_000, eager_step_s=0.01), trials, rounds=5, log=lambda line: None)
+    assert d["verdict"] == "compile" and not d["clear"]
+    assert d["rounds_done"] == 5 and len(trials.calls) == 15
+
+
+def test_a_loser_that_trails_clearly_is_not_measured_again():
+    from tuner.confirm import confirm
+
+    # TUNED and plain compile are close (so the race goes on); OTHER trails both by far.
+    table = {EAGER.describe(): [1.0] * 4, PLAIN_COMPILE.describe(): [1.30, 1.36, 1.27, 1.33],
+             TUNED.describe(): [1.33, 1.29, 1.35, 1.30], OTHER.describe(): [1.02, 1.03, 1.02, 1.03]}
+    trials = FakeTrials(table)
+    d = confirm([TUNED, OTHER], Scoring(steps=100_000, eager_step_s=0.01), trials, rounds=4, log=lambda line: None)
+    assert d["rounds_done"] == 4 and trials.calls.count(OTHER.describe()) == 2
+    assert trials.calls.count(TUNED.describe()) == 4 and trials.calls.count(EAGER.describe()) == 4

@@ -60,9 +60,19 @@ class Confirmed:
         return (max(self.totals) - min(self.totals)) / 2 if len(self.totals) > 1 else 0.0
 
 
+#: Rounds before the ranking may be called settled: one more than it takes to see any noise.
+MIN_ROUNDS = 2
+#: A margin counts as clear at this many times its measured noise.
+CLEAR = 2.0
+
+
 def confirm(finalists: list[CompileConfig], scoring: Scoring, measure: Callable[[CompileConfig, str], dict],
             rounds: int = 3, log=print) -> dict[str, Any]:
-    """Measure eager, plain compile and ``finalists`` ``rounds`` times each, interleaved.
+    """Measure eager, plain compile and ``finalists`` side by side, interleaved, for up to
+    ``rounds`` rounds: a race. After :data:`MIN_ROUNDS` rounds it stops as soon as the decision
+    rests only on margins of at least :data:`CLEAR` times their noise, and a finalist that trails
+    the leader that clearly is not measured again (eager and plain compile always are: they are
+    the yardsticks). A close call runs every round.
 
     ``measure(config, label)`` runs one isolated trial (the study's own trial runner).
     Returns the per-config summaries and the decision with its reason.
@@ -72,8 +82,10 @@ def confirm(finalists: list[CompileConfig], scoring: Scoring, measure: Callable[
         if cfg.key() not in {c.key() for c in candidates}:
             candidates.append(cfg)
     results = {c.key(): Confirmed(c) for c in candidates}
+    racing = list(candidates)
+    decision: dict[str, Any] = {}
     for r in range(rounds):
-        order = candidates if r % 2 == 0 else list(reversed(candidates))
+        order = racing if r % 2 == 0 else list(reversed(racing))
         for cfg in order:
             result = measure(cfg, f"confirm-{r}-{len(results[cfg.key()].speedups)}")
             entry = results[cfg.key()]
@@ -84,7 +96,21 @@ def confirm(finalists: list[CompileConfig], scoring: Scoring, measure: Callable[
             entry.compile_times.append(0.0 if not cfg.compiles else scoring.compile_time(result))
             entry.eager_steps.append(float(result["eager_step_s"]))
             entry.peak_memory.append(float(result.get("peak_memory_mb") or 0.0))
-        log(f"  confirmation round {r + 1}/{rounds} done")
+        decision = _decide_now(results, scoring)
+        decision["rounds_done"] = r + 1
+        if r + 1 < rounds and r + 1 >= MIN_ROUNDS and decision.get("clear"):
+            log(f"  confirmation round {r + 1}/{rounds} done: the ranking is settled, no more rounds")
+            break
+        dropped = _trailing(results, racing) if r + 1 >= MIN_ROUNDS else []
+        racing = [c for c in racing if c.key() not in dropped]
+        log(f"  confirmation round {r + 1}/{rounds} done"
+            + (f"; dropped (trails the leader clearly): {', '.join(results[k].config.describe() for k in dropped)}"
+               if dropped else ""))
+    return decision
+
+
+def _decide_now(results: dict[str, Confirmed], scoring: Scoring) -> dict[str, Any]:
+    """:func:`decide` on the rounds measured so far."""
     # One eager reference for every candidate: the median eager step over all confirmation
     # processes (each of them timed eager side by side with its config).
     eager_steps = [s for e in results.values() for s in e.eager_steps]
@@ -95,6 +121,17 @@ def confirm(finalists: list[CompileConfig], scoring: Scoring, measure: Callable[
     for entry in results.values():
         entry.totals = [c + scoring.steps * eager_step / s for s, c in zip(entry.speedups, entry.compile_times)]
     return decide(results, eager_step, scoring)
+
+
+def _trailing(results: dict[str, Confirmed], racing: list[CompileConfig]) -> list[str]:
+    """Finalists (not eager or plain compile) that trail the fastest by CLEAR times the noise."""
+    alive = [results[c.key()] for c in racing if results[c.key()].totals]
+    if not alive:
+        return []
+    leader = min(alive, key=lambda e: e.median(e.totals))
+    yardsticks = {EAGER.key(), PLAIN_COMPILE.key()}
+    return [e.config.key() for e in alive if e.config.key() not in yardsticks and e is not leader
+            and e.median(e.totals) - leader.median(leader.totals) > CLEAR * (e.noise_s + leader.noise_s)]
 
 
 def decide(results: dict[str, Confirmed], eager_step: float, scoring: Scoring) -> dict[str, Any]:
@@ -116,7 +153,8 @@ def decide(results: dict[str, Confirmed], eager_step: float, scoring: Scoring) -
     if best is None:
         failed = [e for e in results.values() if e.config.compiles and not e.ok]
         why = (f"failures in fresh processes: {_failures(failed)}" if failed else "over the memory bound")
-        decision.update(choice=EAGER.to_dict(), verdict="stay_eager", reason=f"no finalist was confirmed ({why})")
+        decision.update(choice=EAGER.to_dict(), verdict="stay_eager", reason=f"no finalist was confirmed ({why})",
+                        clear=True)
         return decision
     lead = eager_total - best.median(best.totals)
     noise = best.noise_s + eager.noise_s
@@ -124,7 +162,7 @@ def decide(results: dict[str, Confirmed], eager_step: float, scoring: Scoring) -
         decision.update(choice=EAGER.to_dict(), verdict="stay_eager",
                         reason=(f"the best config ({best.config.describe()}) beats eager by {lead:.1f} s, inside the "
                                 f"measured noise of {noise:.1f} s: not a real win"),
-                        best=best.summary())
+                        best=best.summary(), clear=_separated(eager, [eager, *ok]))
         return decision
     chosen = best
     reason = f"beats eager by {lead:.1f} s (noise {noise:.1f} s)"
@@ -137,8 +175,16 @@ def decide(results: dict[str, Confirmed], eager_step: float, scoring: Scoring) -
                       f"noise of {plain_noise:.1f} s: the simpler plain torch.compile is recommended")
         else:
             reason += f"; beats plain torch.compile by {plain_lead:.1f} s (noise {plain_noise:.1f} s)"
-    decision.update(choice=chosen.config.to_dict(), verdict="compile", reason=reason, best=chosen.summary())
+    decision.update(choice=chosen.config.to_dict(), verdict="compile", reason=reason, best=chosen.summary(),
+                    clear=_separated(chosen, [eager, *ok]))
     return decision
+
+
+def _separated(chosen: Confirmed, others: list[Confirmed]) -> bool:
+    """Whether ``chosen`` is CLEAR times the noise away from every other candidate: more rounds
+    could not change the decision, so the race may stop."""
+    return all(abs(e.median(e.totals) - chosen.median(chosen.totals)) > CLEAR * (e.noise_s + chosen.noise_s)
+               for e in others if e is not chosen)
 
 
 def _failures(entries) -> str:

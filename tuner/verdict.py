@@ -168,7 +168,7 @@ def _from_confirmation(decision: dict, scoring: Scoring, tuned_on: dict, study) 
     by_key = {CompileConfig.from_dict(c["config"]).key(): c for c in decision["candidates"]}
     eager = by_key["none"]
     plain = by_key.get(CompileConfig().key())
-    base = {"confirmed": True, "confirm_rounds": decision.get("rounds"), "reason": decision["reason"],
+    base = {"confirmed": True, "confirm_rounds": decision.get("rounds_done") or decision.get("rounds"), "reason": decision["reason"],
             "eager_total_time_s": eager["total_time_s"], "eager_step_time_ms": decision["eager_step_s"] * 1e3,
             "eager_total_time_range_s": [eager["total_time_min_s"], eager["total_time_max_s"]]}
     if decision["verdict"] == "stay_eager":
