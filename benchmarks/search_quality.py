@@ -31,7 +31,8 @@ sys.path.insert(0, str(ROOT))
 from tuner.config import CompileConfig  # noqa: E402
 from tuner.space import load_space  # noqa: E402
 from tuner.search import Tuner  # noqa: E402
-from tuner.study import StudyRun, StudySettings, has_repeated_blocks, open_study, scoring_from_study  # noqa: E402
+from tuner.study import (StudyRun, StudySettings, has_repeated_blocks, open_store, open_study,  # noqa: E402
+                         scoring_from_study)
 from tuner.workload import load_workload  # noqa: E402
 
 SPACE = str(ROOT / "benchmarks" / "sweep.yaml")
@@ -80,12 +81,13 @@ def budgeted(workload: str, results: dict, settings: dict, seed: int, budget: in
     space = load_space(SPACE).restrict(device="cpu", task="infer",
                                        has_blocks=has_repeated_blocks(load_workload(workload).make_model()))
     with tempfile.TemporaryDirectory() as tmp:
-        study = open_study(f"sqlite:///{tmp}/replay.db", "replay", seed=seed)
+        store = open_store(f"sqlite:///{tmp}/replay.db", "replay", seed=seed)
+        study = store.study
         study_settings = StudySettings(workload=workload, task="infer", device="cpu", threads=settings["threads"],
                                        steps=settings["steps"], trials=budget - 1, seed=seed)
         study.set_user_attr("settings", {"steps": settings["steps"], "task": "infer", "device": "cpu",
                                          "threads": settings["threads"], "workload": workload})
-        tuner = ReplayTuner(study, space, study_settings, Path(tmp), results=results, log=lambda *_: None)
+        tuner = ReplayTuner(store, space, study_settings, Path(tmp), results=results, log=lambda *_: None)
         scoring = tuner.baselines()
         tuner.search(scoring, StudyRun(study=study, scoring=scoring))
         totals = [t.value for t in study.get_trials(deepcopy=False)

@@ -11,7 +11,7 @@ from optuna.distributions import CategoricalDistribution
 from optuna.trial import TrialState
 
 from tuner.storage import BEAT_ATTR, OWNER_ATTR, dead_trials, open_storage, owner, redact, scrub
-from tuner.study import fail_stale_trials, open_study
+from tuner.study import TrialStore, fail_stale_trials, open_store
 
 
 @pytest.mark.parametrize("url, shown", [
@@ -56,14 +56,14 @@ def test_a_bad_storage_url_says_which_forms_work(cli, workloads, tmp_path):
     assert "postgresql://USER[:PASSWORD]@HOST[:PORT]/DB" in proc.stderr and "Pa55word-xyz" not in proc.stderr
 
 
-def running_trial(study, who: dict, **system_attrs) -> int:
+def running_trial(store, who: dict, **system_attrs) -> int:
     """A trial left running by ``who``, as a worker leaves it when it dies mid-trial."""
     trial = optuna.trial.create_trial(
         state=TrialState.RUNNING, params={"backend": "eager"},
         distributions={"backend": CategoricalDistribution(["eager", "aot_eager"])},
         user_attrs={"role": "search", "config_key": "k", "config_label": "whole/eager"},
         system_attrs={OWNER_ATTR: who, **system_attrs})
-    return study._storage.create_new_trial(study._study_id, template_trial=trial)
+    return store.create(trial)
 
 
 def dead_process() -> dict:
@@ -74,13 +74,13 @@ def dead_process() -> dict:
 
 
 def test_a_trial_of_a_dead_local_process_is_failed_and_queued_again(tmp_path):
-    study = open_study(f"sqlite:///{tmp_path / 'study.db'}", "s", seed=0)
-    alive = running_trial(study, owner())
-    dead = running_trial(study, dead_process())
-    assert [t._trial_id for t, _ in dead_trials(study, local_processes=False)] == [], "heartbeats are fresh"
-    assert fail_stale_trials(study) == 1
-    trials = study.get_trials(deepcopy=False)
-    by_id = {t._trial_id: t for t in trials}
+    store = open_store(f"sqlite:///{tmp_path / 'study.db'}", "s", seed=0)
+    alive = running_trial(store, owner())
+    dead = running_trial(store, dead_process())
+    assert dead_trials(store.study, store.storage, local_processes=False) == [], "heartbeats are fresh"
+    assert fail_stale_trials(store) == 1
+    trials = store.study.get_trials(deepcopy=False)
+    by_id = {t.number: t for t in trials}
     assert by_id[alive].state == TrialState.RUNNING
     assert by_id[dead].state == TrialState.FAIL and by_id[dead].user_attrs["interrupted"]
     assert "is gone" in by_id[dead].user_attrs["failure_explanation"]
@@ -91,27 +91,27 @@ def test_a_trial_of_a_dead_local_process_is_failed_and_queued_again(tmp_path):
 
 def test_journal_storage_detects_a_silent_worker_on_another_machine(tmp_path):
     url = f"journal:///{tmp_path}/shared/study.log"
-    study = open_study(url, "s", seed=0, heartbeat=1)
+    store = open_store(url, "s", seed=0, heartbeat=1)
     far = dict(owner(), host="other-machine", pid=1)
-    silent = running_trial(study, far, **{BEAT_ATTR: time.time() - 60})
-    beating = running_trial(study, far, **{BEAT_ATTR: time.time()})
-    # A second process reading the same file sees the same verdict.
-    again = optuna.load_study(study_name="s", storage=open_storage(url))
-    assert [(t._trial_id, "no heartbeat" in why) for t, why in dead_trials(again, heartbeat=1)] == [(silent, True)]
+    silent = running_trial(store, far, **{BEAT_ATTR: time.time() - 60})
+    beating = running_trial(store, far, **{BEAT_ATTR: time.time()})
+    # A second process reading the same file (a plain Optuna client) sees the same verdict.
+    backend = open_storage(url)
+    again = TrialStore(optuna.load_study(study_name="s", storage=backend), backend)
+    assert [(t.number, "no heartbeat" in why) for t, why in dead_trials(again.study, backend, heartbeat=1)] == [
+        (silent, True)]
     assert fail_stale_trials(again, heartbeat=1) == 1
-    assert study._storage.get_trial(beating).state == TrialState.RUNNING
+    assert store.get(beating).state == TrialState.RUNNING
     assert os.path.exists(tmp_path / "shared" / "study.log")
 
 
 def test_postgres_heartbeats_are_optunas_and_a_silent_trial_goes_stale(postgres_url):
-    from tuner.storage import Heartbeat
-
     name = f"hb-{os.getpid()}-{time.time_ns()}"
-    study = open_study(postgres_url, name, seed=0, heartbeat=1)
+    store = open_store(postgres_url, name, seed=0, heartbeat=1)
     far = dict(owner(), host="other-machine", pid=1)
-    trial_id = running_trial(study, far)
-    with Heartbeat(study._storage, trial_id, interval=1):
+    number = running_trial(store, far)
+    with store.heartbeat(number, interval=1):
         time.sleep(2.5)
-        assert dead_trials(study, heartbeat=1) == [], "beating"
+        assert dead_trials(store.study, store.storage, heartbeat=1) == [], "beating"
     time.sleep(7.5)
-    assert [t._trial_id for t, _ in dead_trials(study, heartbeat=1)] == [trial_id]
+    assert [t.number for t, _ in dead_trials(store.study, store.storage, heartbeat=1)] == [number]

@@ -8,6 +8,7 @@ worker died (no heartbeat, see ``tuner.storage``) is failed and queued again.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import math
 import random
 import shutil
@@ -21,11 +22,11 @@ from .errors import StudyError
 from .isolated import run_isolated
 from .score import Scoring
 from .space import SearchSpace
-from .storage import OWNER_ATTR, Heartbeat, owner, worker_label
+from .storage import OWNER_ATTR, owner, worker_label
 from .spec import TrialSpec
 from .study import ROLE_EAGER, ROLE_PLAIN, ROLE_SEARCH, is_void, measured_trials, trial_attrs
 from .study import fail_stale_trials, mark_interrupted, requeue
-from .study import StudyRun, StudySettings
+from .study import StudyRun, StudySettings, TrialStore
 
 #: Consecutive duplicate suggestions before we hand the sampler an unmeasured config.
 MAX_DUPLICATE_STREAK = 3
@@ -35,15 +36,17 @@ class Tuner:
     """Runs baselines and the search for one workload into one Optuna study.
 
     Several Tuners (processes, machines) may share the study; ``worker`` numbers the local ones
-    so their samplers start apart.
+    so their samplers start apart. ``store`` is the study with its storage (``open_store``);
+    lines for the user go to ``log`` (default: this module's logger).
     """
 
-    def __init__(self, study, space: SearchSpace, settings: StudySettings, work_dir: Path,
+    def __init__(self, store: TrialStore, space: SearchSpace, settings: StudySettings, work_dir: Path,
                  on_trial: Callable[[dict], None] | None = None, worker: int = 0,
-                 log: Callable[[str], None] = print) -> None:
-        self.study, self.space, self.settings, self.work_dir = study, space, settings, work_dir
+                 log: Callable[[str], None] | None = None) -> None:
+        self.store, self.study = store, store.study
+        self.space, self.settings, self.work_dir = space, settings, work_dir
         self.on_trial = on_trial or (lambda attrs: None)
-        self.log = log
+        self.log = log or logging.getLogger(__name__).info
         self._rng = random.Random(settings.seed + worker)
         self.poll_s = min(2.0, float(settings.heartbeat_s))
 
@@ -109,37 +112,34 @@ class Tuner:
 
     def recover(self) -> int:
         """Fail and queue again the trials of workers that stopped beating."""
-        return fail_stale_trials(self.study, self.settings.heartbeat_s, local_processes=False)
+        return fail_stale_trials(self.store, self.settings.heartbeat_s, local_processes=False)
 
-    def _finish(self, trial_id: int, attrs: dict, value: float | None, pruned: bool = False) -> bool:
+    def _finish(self, number: int, attrs: dict, value: float | None, pruned: bool = False) -> bool:
         """Store a measurement; False when another worker declared the trial dead meanwhile."""
         from optuna.exceptions import UpdateFinishedTrialError
         from optuna.trial import TrialState
 
-        storage = self.study._storage
-        number = storage.get_trial_number_from_id(trial_id)
         try:
-            for name, v in attrs.items():
-                storage.set_trial_user_attr(trial_id, name, v)
+            self.store.set_user_attrs(number, attrs)
             if value is None:
                 self.study.tell(number, state=TrialState.PRUNED if pruned else TrialState.FAIL)
             else:
                 self.study.tell(number, value)
             return True
         except (UpdateFinishedTrialError, ValueError):
-            if storage.get_trial(trial_id).state == TrialState.RUNNING:
+            if self.store.get(number).state == TrialState.RUNNING:
                 raise  # not a lost claim: a real error
         self.log(f"  trial #{number} ({attrs.get('config_label')}) was declared dead by another worker "
                  f"(heartbeat missed); its result is dropped and its config measured again")
         return False
 
-    def _interruptible(self, trial_id: int, config: CompileConfig, label: str,
+    def _interruptible(self, number: int, config: CompileConfig, label: str,
                        compile_budget_s: float | None = None) -> dict:
         try:
             return self.measure(config, label, compile_budget_s)
         except KeyboardInterrupt:
-            if mark_interrupted(self.study, trial_id, "interrupted (Ctrl-C)"):
-                requeue(self.study, self.study._storage.get_trial(trial_id))
+            if mark_interrupted(self.store, number, "interrupted (Ctrl-C)"):
+                requeue(self.study, self.store.get(number))
             raise
 
     # -- baselines
@@ -168,10 +168,10 @@ class Tuner:
                 with interruptible():
                     time.sleep(self.poll_s)
                 continue
-            trial_id = self._claim_baseline(role, config)
-            if trial_id is not None:
-                with Heartbeat(self.study._storage, trial_id, self.settings.heartbeat_s):
-                    if self._measure_baseline(trial_id, role, config, scoring):
+            number = self._claim_baseline(role, config)
+            if number is not None:
+                with self.store.heartbeat(number, self.settings.heartbeat_s):
+                    if self._measure_baseline(number, role, config, scoring):
                         return
 
     def _baseline_state(self, role: str, mine: int | None = None) -> str:
@@ -179,12 +179,11 @@ class Tuner:
         from optuna.trial import TrialState
 
         trials = [t for t in measured_trials(self.study, ("COMPLETE", "FAIL", "RUNNING", "WAITING"), roles=(role,))
-                  if t._trial_id != mine]
+                  if t.number != mine]
         if any(t.state == TrialState.COMPLETE or (t.state == TrialState.FAIL and role == ROLE_PLAIN)
                for t in trials):
             return "done"
-        mine_number = self.study._storage.get_trial_number_from_id(mine) if mine is not None else math.inf
-        if any(t.state == TrialState.RUNNING and t.number < mine_number for t in trials):
+        if any(t.state == TrialState.RUNNING and t.number < (math.inf if mine is None else mine) for t in trials):
             return "claimed"
         return "free"
 
@@ -197,31 +196,30 @@ class Tuner:
             state=TrialState.RUNNING, system_attrs={OWNER_ATTR: owner()},
             user_attrs={"role": role, "config_key": config.key(), "config_label": config.describe(),
                         "worker": worker_label()})
-        trial_id = self.study._storage.create_new_trial(self.study._study_id, template_trial=template)
-        rival = self._baseline_state(role, mine=trial_id)
+        number = self.store.create(template)
+        rival = self._baseline_state(role, mine=number)
         if rival == "free":
-            return trial_id
-        self._yield(trial_id)
+            return number
+        self._yield(number)
         return None
 
-    def _yield(self, trial_id: int, to: int | None = None) -> None:
+    def _yield(self, number: int, to: int | None = None) -> None:
         """Give up a claim that another worker made first (it stays in the study as a duplicate)."""
         from optuna.trial import TrialState
 
-        storage = self.study._storage
         if to is None:
-            role = storage.get_trial(trial_id).user_attrs.get("role")
+            role = self.store.get(number).user_attrs.get("role")
             same = [t for t in self.study.get_trials(deepcopy=False)
-                    if t.user_attrs.get("role") == role and not is_void(t) and t._trial_id != trial_id]
+                    if t.user_attrs.get("role") == role and not is_void(t) and t.number != number]
             to = min(t.number for t in same)
-        storage.set_trial_user_attr(trial_id, "duplicate_of", to)
-        storage.set_trial_state_values(trial_id, TrialState.FAIL)
+        self.store.set_user_attrs(number, {"duplicate_of": to})
+        self.study.tell(number, state=TrialState.FAIL)
 
-    def _measure_baseline(self, trial_id: int, role: str, config: CompileConfig, scoring: Scoring | None) -> bool:
-        result = self._interruptible(trial_id, config, role)
+    def _measure_baseline(self, number: int, role: str, config: CompileConfig, scoring: Scoring | None) -> bool:
+        result = self._interruptible(number, config, role)
         if role == ROLE_EAGER:
             if result.get("status") != "ok":
-                self._finish(trial_id, trial_attrs(config, role, result, None), None)
+                self._finish(number, trial_attrs(config, role, result, None), None)
                 fail = result.get("failure") or {}
                 raise StudyError(
                     f"the eager baseline failed: {fail.get('raw', 'no result')}",
@@ -236,7 +234,7 @@ class Tuner:
         else:
             attrs = trial_attrs(config, role, result, scoring)
         attrs["worker"] = worker_label()
-        if not self._finish(trial_id, attrs, attrs["total_time_s"] if attrs["status"] == "ok" else None):
+        if not self._finish(number, attrs, attrs["total_time_s"] if attrs["status"] == "ok" else None):
             return False
         self.on_trial(attrs)
         return True
@@ -311,10 +309,9 @@ class Tuner:
 
     def _search_trial(self, scoring: Scoring, run: StudyRun) -> bool:
         """Ask for a config and measure it; False when it was measured or claimed already."""
-        storage = self.study._storage
         trial = self.study.ask()
-        storage.set_trial_system_attr(trial._trial_id, OWNER_ATTR, owner())
-        with Heartbeat(storage, trial._trial_id, self.settings.heartbeat_s):
+        self.store.set_system_attr(trial.number, OWNER_ATTR, owner())
+        with self.store.heartbeat(trial.number, self.settings.heartbeat_s):
             config = self.space.suggest(trial)
             key = config.key()
             for name, value in (("role", ROLE_SEARCH), ("config_key", key), ("config_label", config.describe()),
@@ -330,14 +327,14 @@ class Tuner:
                 return False
             rival = min((t.number for t in trials if t.number < trial.number and _claims(t, key)), default=None)
             if rival is not None:
-                self._yield(trial._trial_id, to=rival)
+                self._yield(trial.number, to=rival)
                 run.duplicates += 1
                 return False
-            result = self._interruptible(trial._trial_id, config, f"trial-{trial.number}", self._compile_budget())
+            result = self._interruptible(trial.number, config, f"trial-{trial.number}", self._compile_budget())
             attrs = trial_attrs(config, ROLE_SEARCH, result, scoring)
             attrs["worker"] = worker_label()
             value = attrs["total_time_s"] if attrs["status"] == "ok" else None
-            if self._finish(trial._trial_id, attrs, value, pruned=attrs["status"] == "pruned"):
+            if self._finish(trial.number, attrs, value, pruned=attrs["status"] == "pruned"):
                 run.measured += 1
                 self.on_trial(attrs)
             return True

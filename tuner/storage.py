@@ -215,7 +215,10 @@ class Heartbeat:
     The worker's main thread mostly waits on the trial's child process, so the beat is not
     delayed by the measurement. A failed beat (a database hiccup) is retried at the next one.
 
-    >>> with Heartbeat(study._storage, trial._trial_id, interval=10):  # doctest: +SKIP
+    ``storage`` is the object ``open_storage`` returned; ``tuner.study.TrialStore.heartbeat``
+    finds the trial's id in it from the trial's number.
+
+    >>> with store.heartbeat(trial.number, interval=10):  # doctest: +SKIP
     ...     result = run_the_trial()
     """
 
@@ -234,9 +237,7 @@ class Heartbeat:
         self._thread.join()
 
     def beat(self) -> None:
-        from optuna.storages._heartbeat import is_heartbeat_enabled
-
-        if is_heartbeat_enabled(self.storage):
+        if has_optuna_heartbeat(self.storage):
             self.storage.record_heartbeat(self.trial_id)
         else:
             self.storage.set_trial_system_attr(self.trial_id, BEAT_ATTR, time.time())
@@ -253,19 +254,42 @@ class Heartbeat:
                 pass
 
 
-def dead_trials(study, heartbeat: int = HEARTBEAT_S, local_processes: bool = False) -> list[tuple]:
+def has_optuna_heartbeat(storage) -> bool:
+    """True for a database storage that ``open_storage`` opened with Optuna's heartbeat table."""
+    from optuna.storages import RDBStorage
+
+    return isinstance(storage, RDBStorage) and storage.get_heartbeat_interval() is not None
+
+
+def stale_trial_numbers(storage, study_name: str) -> set[int]:
+    """Numbers of the study's running trials whose Optuna heartbeat is older than the grace period.
+
+    The one use of Optuna's private API in compile-tune (tests/test_optuna_api.py allows it here
+    and nowhere else). Optuna reads its heartbeat table only inside
+    ``optuna.storages.fail_stale_trials``, which fails those trials at once, and a failed trial
+    can no longer be written to. A dead trial must first be marked with why it died
+    (``interrupted``, ``failure_explanation``: the reports show them, ``requeue`` counts them),
+    so the stale ids are read here. The table holds the database server's clock, which is why it
+    is used at all: the journal's per-worker timestamps depend on every machine's clock.
+    """
+    if not has_optuna_heartbeat(storage):
+        return set()
+    study_id = storage.get_study_id_from_name(study_name)
+    return {storage.get_trial_number_from_id(i) for i in storage._get_stale_trial_ids(study_id)}
+
+
+def dead_trials(study, storage, heartbeat: int = HEARTBEAT_S, local_processes: bool = False) -> list[tuple]:
     """Running trials whose worker is dead, with the reason: ``[(FrozenTrial, str), ...]``.
 
-    A trial is dead when it missed ``GRACE_BEATS`` heartbeats, or was never claimed by a worker
-    and started that long ago. With ``local_processes``, also when it was run by a process of this
-    machine that no longer exists (found at once, which is what a resumed run wants).
+    ``storage`` is the object ``study`` was opened on (``open_storage``). A trial is dead when it
+    missed ``GRACE_BEATS`` heartbeats, or was never claimed by a worker and started that long ago.
+    With ``local_processes``, also when it was run by a process of this machine that no longer
+    exists (found at once, which is what a resumed run wants).
     """
-    from optuna.storages._heartbeat import is_heartbeat_enabled
     from optuna.trial import TrialState
 
     grace = GRACE_BEATS * heartbeat
-    storage = study._storage
-    stale_ids = set(storage._get_stale_trial_ids(study._study_id)) if is_heartbeat_enabled(storage) else set()
+    stale = stale_trial_numbers(storage, study.study_name)
     me, now = owner(), time.time()
     dead = []
     for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
@@ -274,7 +298,7 @@ def dead_trials(study, heartbeat: int = HEARTBEAT_S, local_processes: bool = Fal
             continue  # ours, and we are alive
         beat = t.system_attrs.get(BEAT_ATTR)
         started = t.datetime_start or datetime.datetime.now()
-        if t._trial_id in stale_ids or (beat is not None and now - beat > grace):
+        if t.number in stale or (beat is not None and now - beat > grace):
             dead.append((t, f"no heartbeat from {worker_label(who or {})} for over {grace} s"))
         elif who and local_processes and _gone(who):
             dead.append((t, f"its process {worker_label(who)} is gone"))

@@ -23,7 +23,7 @@ from .storage import HEARTBEAT_S, redact, scrub
 from .search import Tuner
 from .spec import TrialSpec
 from .study import (ROLE_EAGER, StudyRun, StudySettings, check_settings, default_threads,
-                    fail_stale_trials, has_repeated_blocks, measured_trials, open_study, scoring_from_study)
+                    fail_stale_trials, has_repeated_blocks, measured_trials, open_store, scoring_from_study)
 from .threads import check_threads
 from .verdict import SKIPPED_ATTR, pick_best
 from .workers import run_workers
@@ -145,9 +145,10 @@ def tune(opts: TuneOptions, log=print) -> TuneResult:
 def _run_study(opts: TuneOptions, log, workload, device: str, threads: int, space, out_dir: Path, storage: str,
                settings: StudySettings) -> TuneResult:
     worker = opts.worker_index or 0
-    study = open_study(storage, opts.study_name or workload.name, opts.seed + worker, heartbeat=opts.heartbeat)
+    store = open_store(storage, opts.study_name or workload.name, opts.seed + worker, heartbeat=opts.heartbeat)
+    study = store.study
     check_settings(study, settings)
-    stale = fail_stale_trials(study, opts.heartbeat)
+    stale = fail_stale_trials(store, opts.heartbeat)
     n_configs = len(space.configs())
     if opts.worker_index is None:
         study.set_user_attr("command", scrub(" ".join(opts.argv), storage) if opts.argv else "")
@@ -167,7 +168,7 @@ def _run_study(opts: TuneOptions, log, workload, device: str, threads: int, spac
         sys.stdout.flush()
 
     progress = _Progress(opts.trials, enabled=opts.progress, log=log)
-    tuner = Tuner(study, space, settings, out_dir / "work", on_trial=progress.update, worker=worker, log=log)
+    tuner = Tuner(store, space, settings, out_dir / "work", on_trial=progress.update, worker=worker, log=log)
     run = StudyRun(study=study, scoring=None)  # type: ignore[arg-type]
     progress.start(tuner.search_done())
     failure: Exception | None = None

@@ -3,38 +3,41 @@ from __future__ import annotations
 
 from ..storage import HEARTBEAT_S, dead_trials
 from ._attrs import ROLE_SEARCH
+from ._store import TrialStore
 
 #: Times a config whose worker died is queued again before it is left to the sampler.
 MAX_RETRIES = 2
 
 
-def fail_stale_trials(study, heartbeat: int = HEARTBEAT_S, local_processes: bool = True) -> int:
+def fail_stale_trials(store: TrialStore, heartbeat: int = HEARTBEAT_S, local_processes: bool = True) -> int:
     """Fail the running trials whose worker died, and queue their configs again; returns how many.
 
     Safe while other workers run: a trial is failed only when its heartbeat stopped, or (with
     ``local_processes``) when the process of this machine that ran it is gone, never merely
-    because it is running.
+    because it is running. Not ``optuna.storages.fail_stale_trials``: that one fails a trial
+    before anyone can write on it why it died (see ``tuner.storage.stale_trial_numbers``), and
+    its retry callback would copy the dead trial's attributes (``interrupted`` among them) into
+    the retry.
     """
     failed = 0
-    for trial, reason in dead_trials(study, heartbeat, local_processes):
-        if mark_interrupted(study, trial._trial_id, reason):
+    for trial, reason in dead_trials(store.study, store.storage, heartbeat, local_processes):
+        if mark_interrupted(store, trial.number, reason):
             failed += 1
-            requeue(study, trial)
+            requeue(store.study, trial)
     return failed
 
 
-def mark_interrupted(study, trial_id: int, reason: str) -> bool:
+def mark_interrupted(store: TrialStore, number: int, reason: str) -> bool:
     """Fail a trial that never finished; False when it finished (or was failed) meanwhile."""
     from optuna.exceptions import UpdateFinishedTrialError
     from optuna.trial import TrialState
 
-    storage = study._storage
     try:
-        storage.set_trial_user_attr(trial_id, "interrupted", True)
-        storage.set_trial_user_attr(trial_id, "failure_explanation", reason)
-        return bool(storage.set_trial_state_values(trial_id, TrialState.FAIL))
-    except UpdateFinishedTrialError:
-        return False  # another worker failed it first, or it finished
+        store.set_user_attrs(number, {"interrupted": True, "failure_explanation": reason})
+        store.study.tell(number, state=TrialState.FAIL)
+        return True
+    except (UpdateFinishedTrialError, ValueError):
+        return False  # another worker failed it first, or it finished (tell: "Cannot tell a ... trial")
 
 
 def requeue(study, trial) -> bool:

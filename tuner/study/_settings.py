@@ -14,6 +14,7 @@ from ..score import Scoring
 from ..storage import HEARTBEAT_S, open_storage
 from ..targets import find_block_classes
 from ._attrs import ROLE_EAGER
+from ._store import TrialStore
 
 #: Settings that must not change when a study is resumed: they change what a score means.
 FIXED_SETTINGS = ("steps", "task", "device", "threads", "workload", "compile_cost", "torch", "measurement")
@@ -61,16 +62,23 @@ class StudyRun:
 
 def open_study(storage: str, name: str, seed: int, create: bool = True, heartbeat: int = HEARTBEAT_S):
     """The study ``name`` in the storage at URL ``storage`` (see ``tuner.storage`` for the forms)."""
+    return open_store(storage, name, seed, create, heartbeat).study
+
+
+def open_store(storage: str, name: str, seed: int, create: bool = True, heartbeat: int = HEARTBEAT_S) -> TrialStore:
+    """:func:`open_study` with the storage object it was opened on, for workers that write to
+    trials they did not ask for (claims, dead workers' trials): see ``TrialStore``."""
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     sampler = make_sampler(seed)
     backend = open_storage(storage, heartbeat)
     if not create:
-        return optuna.load_study(study_name=name, storage=backend, sampler=sampler)
-    return optuna.create_study(
-        study_name=name, storage=backend, sampler=sampler, direction="minimize", load_if_exists=True
-    )
+        study = optuna.load_study(study_name=name, storage=backend, sampler=sampler)
+    else:
+        study = optuna.create_study(
+            study_name=name, storage=backend, sampler=sampler, direction="minimize", load_if_exists=True)
+    return TrialStore(study, backend)
 
 
 def make_sampler(seed: int):
