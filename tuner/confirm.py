@@ -161,7 +161,9 @@ def decide(results: dict[str, Confirmed], eager_step: float, scoring: Scoring) -
     if lead <= noise:
         decision.update(choice=EAGER.to_dict(), verdict="stay_eager",
                         reason=(f"the best config ({best.config.describe()}) beats eager by {lead:.1f} s, inside the "
-                                f"measured noise of {noise:.1f} s: not a real win"),
+                                f"measured noise of {noise:.1f} s: not a real win" if lead >= 0 else
+                                f"the best config ({best.config.describe()}) is {-lead:.1f} s slower than eager "
+                                f"(noise {noise:.1f} s)"),
                         best=best.summary(), clear=_separated(eager, [eager, *ok]))
         return decision
     chosen = best
