@@ -1,0 +1,4 @@
+"""What training code calls in its own process: ``apply_config``, ``load_config``,
+``optimizer_step`` (apply.py) and loading a verified warm-start bundle (warmstart.py). The
+tuner's side needs none of it except inside a trial process.
+"""
