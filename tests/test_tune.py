@@ -3,8 +3,13 @@
 Trials are replaced by a stand-in measurement (``Tuner.measure``), so these tests run the whole
 pipeline of ``tune()`` (baselines, search, confirmation, verdict, outputs) in seconds.
 """
+import os
+import subprocess
+import sys
+
 import pytest
 import yaml
+from conftest import ROOT
 
 from tuner.config import CompileConfig
 from tuner.search import Tuner
@@ -122,3 +127,39 @@ def test_tuned_on_records_the_trials_thread_count(tmp_path, workloads, monkeypat
     monkeypatch.delitem(ENV, "threads")  # a trial environment without the count: the study's setting
     best = run(tmp_path / "again", workloads, monkeypatch, threads=3, confirm=0)
     assert best["tuned_on"]["threads"] == 3
+
+
+def test_a_library_call_prints_nothing_and_logs_its_progress(tmp_path, workloads, spaces, capfd, caplog):
+    import logging
+
+    caplog.set_level(logging.INFO, logger="tuner")
+    result = tune(TuneOptions(str(workloads / "mlp.py"), space=str(spaces / "logic.yaml"), trials=1, threads=1,
+                              out=str(tmp_path / "out"), measure_seconds=0.5, steps=10_000_000, progress=False,
+                              confirm=0, check=False, warm_start=False))
+    out, _ = capfd.readouterr()
+    assert out == "", "a library call writes nothing to stdout (trial processes included)"
+    lines = [r.getMessage() for r in caplog.records if r.name.startswith("tuner")]
+    assert lines[0].startswith("compile-tune: mlp (infer) on cpu")
+    assert any(line.startswith("  eager ") for line in lines), lines
+    assert result.tuned is not None and (tmp_path / "out" / "best_config.yaml").exists()
+
+
+def test_tuner_tune_can_be_called_twice(tmp_path, workloads):
+    """The first call loads tuner/tune.py, which binds the name tuner.tune to that module."""
+    script = f"""
+import tuner, tuner.search
+
+def measure(self, config, label="trial", compile_budget_s=None, warm=True):
+    result = {{"status": "ok", "eager_step_s": 0.01, "step_s": 0.01, "correct": True, "peak_memory_mb": 10.0,
+              "eager_peak_memory_mb": 10.0, "environment": {ENV!r}}}
+    return dict(result, speedup=1.0, compile_time_s=1.0) if config.compiles else result
+
+tuner.search.Tuner.measure = measure
+for run in ("first", "second"):
+    tuner.tune({str(workloads / "mlp.py")!r}, space="quick", trials=1, threads=1, out={str(tmp_path)!r} + "/" + run,
+               check=False, warm_start=False, progress=False, confirm=0)
+"""
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert (tmp_path / "second" / "best_config.yaml").exists()

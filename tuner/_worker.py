@@ -22,7 +22,7 @@ def main() -> int:
 
     opts = TuneOptions(**json.loads(sys.stdin.read()))
     try:
-        result = tune(opts)
+        result = tune(opts, log=print)  # lines on stdout: the parent relays them with a [wN] prefix
     except TunerError as exc:
         print(f"error: {scrub(exc.message, opts.storage)}")
         if exc.hint:

@@ -6,9 +6,11 @@ trials.csv, report.html, report.md and a summary.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from .interrupts import check as stop_if_interrupted, deferred
 from .bundle import bundle_and_measure
@@ -30,6 +32,9 @@ from .workers import run_workers
 from .workload import load_workload, validate_workload
 
 DEFAULT_STEPS = 10_000
+#: Where a run's lines for the user go when no ``log`` is given (a library caller): INFO records
+#: of the ``tuner.tune`` logger. The command line passes ``print`` instead.
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -116,8 +121,17 @@ def resolve_device(device: str) -> str:
     return device
 
 
-def tune(opts: TuneOptions, log=print) -> TuneResult:
-    """Run (or resume) a study and write ``best_config.yaml``, ``trials.csv`` and the reports into the out dir."""
+def tune(opts: TuneOptions, log: Callable[[str], None] | None = None) -> TuneResult:
+    """Run (or resume) a study and write ``best_config.yaml``, ``trials.csv`` and the reports into the out dir.
+
+    Progress lines go to ``log``; by default to the ``tuner.tune`` logger at INFO, so a library
+    caller sees them through ``logging`` and nothing is printed (the command line passes ``print``).
+
+    Example:
+        >>> import logging; logging.basicConfig(level=logging.INFO)  # doctest: +SKIP
+        >>> result = tune(TuneOptions("examples/mlp.py", space="quick", trials=4))  # doctest: +SKIP
+    """
+    log = log or logger.info
     workload = load_workload(opts.workload)
     validate_workload(workload, opts.task)
     device = resolve_device(opts.device)
@@ -299,9 +313,10 @@ def pick_saved(study) -> TunedConfig:
 
 
 class _Progress:
-    """A tqdm bar over search trials, showing the best total time so far."""
+    """A tqdm bar over search trials (on stderr), showing the best total time so far; the lines
+    for each trial go to ``log`` with the bar lifted out of the way."""
 
-    def __init__(self, total: int, enabled: bool, log=print) -> None:
+    def __init__(self, total: int, enabled: bool, log: Callable[[str], None]) -> None:
         self.total, self.enabled, self.bar, self.best, self.log = total, enabled, None, None, log
 
     def start(self, done: int) -> None:
@@ -322,17 +337,19 @@ class _Progress:
         else:
             last = f"failed: {attrs.get('failure_category')} ({attrs.get('failure_explanation')})"
         line = f"  {attrs.get('role'):6s} {attrs.get('config_label')}: {last}"
+        if self.bar is not None:
+            if attrs.get("role") == "search":
+                self.bar.update(1)
+            if self.best:
+                self.bar.set_postfix_str(f"best {self.best[0]:.1f}s {self.best[1]} ({self.best[2]:.2f}x)")
+        self.write(line)
+
+    def write(self, line: str) -> None:
         if self.bar is None:
             self.log(line)
             return
-        if attrs.get("role") == "search":
-            self.bar.update(1)
-        if self.best:
-            self.bar.set_postfix_str(f"best {self.best[0]:.1f}s {self.best[1]} ({self.best[2]:.2f}x)")
-        self.bar.write(line)
-
-    def write(self, line: str) -> None:
-        (self.bar.write if self.bar is not None else self.log)(line)
+        with self.bar.external_write_mode(file=sys.stdout):  # what tqdm.write does around its print
+            self.log(line)
 
     def advance_to(self, done: int) -> None:
         """Search trials finished so far (by any worker)."""
