@@ -20,7 +20,7 @@ LAYER_OF = {
     "study": 4,
     "search": 5, "confirm": 5, "verdict": 5,
     "report": 6,
-    "tune": 7, "workers": 7, "threads": 7, "bundle": 7,
+    "pipeline": 7, "workers": 7, "threads": 7, "bundle": 7,
     "cli": 8, "_worker": 8, "__init__": 8, "__main__": 8,
 }
 #: layer -> the layers it may import (its own included)
@@ -112,7 +112,7 @@ def test_the_checker_sees_function_level_and_relative_imports(tmp_path):
     found = dict(imports_of("tuner.runtime.apply", fake, set(modules())))
     assert "tuner.config" in found  # `from ..config import ...`
     source = tmp_path / "x.py"
-    source.write_text("def f():\n    from ..tune import tune\n    from . import warmstart\n")
+    source.write_text("def f():\n    from ..pipeline import tune\n    from . import warmstart\n")
     found = [t for t, _ in imports_of("tuner.runtime.x", source, set(modules()))]
-    assert found == ["tuner.tune", "tuner.runtime.warmstart"]
-    assert layer("tuner.tune") not in MAY_IMPORT[layer("tuner.runtime.x")]
+    assert found == ["tuner.pipeline", "tuner.runtime.warmstart"]
+    assert layer("tuner.pipeline") not in MAY_IMPORT[layer("tuner.runtime.x")]

@@ -13,7 +13,7 @@ from conftest import ROOT
 
 from tuner.config import CompileConfig
 from tuner.search import Tuner
-from tuner.tune import TuneOptions, tune
+from tuner.pipeline import TuneOptions, tune
 
 ENV = {"torch": "2.13.0+cpu", "device": "cpu", "threads": 1}
 
@@ -145,7 +145,7 @@ def test_a_library_call_prints_nothing_and_logs_its_progress(tmp_path, workloads
 
 
 def test_tuner_tune_can_be_called_twice(tmp_path, workloads):
-    """The first call loads tuner/tune.py, which binds the name tuner.tune to that module."""
+    """Loading a submodule named tune.py would bind the name tuner.tune to that module."""
     script = f"""
 import tuner, tuner.search
 

@@ -21,7 +21,7 @@ def check_threads(*args, **kwargs):
 
 
 def tune(*args, **kwargs):
-    """Run a study; see :class:`tuner.tune.TuneOptions` for the arguments.
+    """Run a study; see :class:`tuner.pipeline.TuneOptions` for the arguments.
 
     Nothing is printed: progress lines are INFO records of the ``tuner`` loggers.
 
@@ -29,15 +29,11 @@ def tune(*args, **kwargs):
         >>> logging.basicConfig(level=logging.INFO)  # doctest: +SKIP
         >>> tuner.tune("model.py", space="quick", trials=4)  # doctest: +SKIP
     """
-    from .tune import TuneOptions, tune as _tune
+    # The pipeline module is not named tune.py: importing a submodule binds its name on the
+    # package, which would replace this function.
+    from .pipeline import TuneOptions, tune as _tune
 
-    # Loading the submodule tuner/tune.py bound the name tuner.tune to it: bind this function
-    # again, or the next tuner.tune(...) would call a module.
-    globals()["tune"] = _api_tune
     return _tune(TuneOptions(*args, **kwargs))
-
-
-_api_tune = tune
 
 
 __all__ = [

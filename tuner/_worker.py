@@ -12,7 +12,7 @@ import warnings
 from .errors import TunerError
 from .launch import die_with_parent
 from .storage import scrub
-from .tune import TuneOptions, tune
+from .pipeline import TuneOptions, tune
 
 
 def main() -> int:

@@ -122,14 +122,14 @@ def _storage_arg(argv: list[str]) -> str | None:
 
 
 def _tune(argv: list[str]) -> int:
-    from .tune import TuneOptions, tune
+    from .pipeline import TuneOptions, tune
 
     args = _tune_parser().parse_args(argv)
     options = {k: v for k, v in vars(args).items() if k not in ("resume", "no_progress", "verbose")}
     opts = TuneOptions(**options, progress=not args.no_progress, argv=["compile-tune", *argv])
     if not args.verbose:
         warnings.filterwarnings("ignore", module="optuna")
-    result = tune(opts)
+    result = tune(opts, log=print)
     print()
     print(result.summary)
     print()
@@ -177,7 +177,7 @@ def _check(argv: list[str]) -> int:
     from pathlib import Path
 
     from .measure.check import format_check
-    from .tune import check_model
+    from .pipeline import check_model
     from .workload import load_workload, validate_workload
 
     p = argparse.ArgumentParser(prog="compile-tune check",
@@ -210,7 +210,7 @@ def _show(argv: list[str]) -> int:
     args = _saved_run_parser("compile-tune show", "Print the verdict and top trials of a run.").parse_args(argv)
     if has_storage(args.dir, args.storage):
         from .report import open_saved_study, trials_frame
-        from .tune import pick_saved
+        from .pipeline import pick_saved
 
         study = open_saved_study(args.dir, args.storage, args.study_name)
         print(summary_table(trials_frame(study)))
@@ -233,7 +233,7 @@ def _show(argv: list[str]) -> int:
 
 
 def _report(argv: list[str]) -> int:
-    from .tune import rebuild_outputs
+    from .pipeline import rebuild_outputs
 
     args = _saved_run_parser(
         "compile-tune report",

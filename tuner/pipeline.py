@@ -33,7 +33,7 @@ from .workload import load_workload, validate_workload
 
 DEFAULT_STEPS = 10_000
 #: Where a run's lines for the user go when no ``log`` is given (a library caller): INFO records
-#: of the ``tuner.tune`` logger. The command line passes ``print`` instead.
+#: of the ``tuner.pipeline`` logger. The command line passes ``print`` instead.
 logger = logging.getLogger(__name__)
 
 
@@ -124,7 +124,7 @@ def resolve_device(device: str) -> str:
 def tune(opts: TuneOptions, log: Callable[[str], None] | None = None) -> TuneResult:
     """Run (or resume) a study and write ``best_config.yaml``, ``trials.csv`` and the reports into the out dir.
 
-    Progress lines go to ``log``; by default to the ``tuner.tune`` logger at INFO, so a library
+    Progress lines go to ``log``; by default to the ``tuner.pipeline`` logger at INFO, so a library
     caller sees them through ``logging`` and nothing is printed (the command line passes ``print``).
 
     Example:
