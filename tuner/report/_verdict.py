@@ -8,7 +8,7 @@ import textwrap
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._fmt import count, megabytes, missing, number, ratio, seconds, text
+from ._fmt import count, megabytes, millis, missing, number, ratio, seconds, text
 
 
 @dataclass
@@ -65,7 +65,7 @@ def _eager_verdict(m: dict, steps: int, failed: int | None) -> Verdict:
              ("eager step", _ms(m.get("eager_step_time_ms")), "")]
     best = text(m.get("best_compiled"))
     if m.get("reason") and "Pareto" in str(m["reason"]):
-        return Verdict("Stay eager", f"Eager is {m['reason'].split(' is ', 1)[-1]}.", facts)
+        return Verdict("Stay eager", f"{m['reason'][0].upper()}{m['reason'][1:]}.", facts)
     if not best:
         many = f" ({failed} failed or did not finish; see the failures below)" if failed else ""
         return Verdict("Stay eager", f"No compiled config finished correctly{many}, so the model stays eager.", facts)
@@ -123,9 +123,8 @@ def _compile_verdict(tuned, steps: int) -> Verdict:
 
 
 def _ms(value_ms: Any) -> str:
-    if missing(value_ms):
-        return ""
-    return f"{float(value_ms):.3f} ms" if float(value_ms) < 1 else f"{float(value_ms):.2f} ms"
+    """:func:`millis` for the figures best_config.yaml keeps in milliseconds."""
+    return millis(None if missing(value_ms) else float(value_ms) / 1e3)
 
 
 def extra_facts(m: dict, thread_check: dict | None) -> list[tuple[str, str, str]]:
