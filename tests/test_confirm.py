@@ -97,9 +97,9 @@ def test_eager_failing_every_round_is_a_failed_confirmation_not_a_crash():
 def test_every_round_of_every_candidate_failing_is_a_failed_confirmation():
     from tuner.confirm import confirm
 
-    d = confirm([TUNED], SCORING, lambda cfg, label: {"status": "failed", "failure": {"category": "timeout"}},
+    d = confirm([TUNED], SCORING, lambda cfg, label, first=False: {"status": "failed", "failure": {"category": "timeout"}},
                 rounds=2, log=lambda line: None)
-    assert d["failed"] == "every candidate failed every round (timeout x6)"
+    assert d["failed"] == "every candidate failed every round (timeout x4)"
 
 
 class FakeTrials:
@@ -108,7 +108,7 @@ class FakeTrials:
     def __init__(self, speedups: dict[str, list[float]]):
         self.speedups, self.calls = speedups, []
 
-    def __call__(self, cfg, label):
+    def __call__(self, cfg, label, first=False):
         self.calls.append(cfg.describe())
         n = sum(1 for c in self.calls if c == cfg.describe()) - 1
         return {"status": "ok", "speedup": self.speedups[cfg.describe()][n], "compile_time_s": 1.0,
@@ -126,7 +126,8 @@ def test_a_settled_race_stops_after_two_rounds_and_drops_a_clear_loser():
     trials = FakeTrials(table)
     d = confirm([TUNED, OTHER], Scoring(steps=100_000, eager_step_s=0.01), trials, rounds=5, log=lambda line: None)
     assert d["verdict"] == "compile" and d["choice"] == TUNED.to_dict() and d["clear"]
-    assert d["rounds_done"] == 2 and len(trials.calls) == 8, trials.calls
+    assert d["rounds_done"] == 2 and len(trials.calls) == 6, trials.calls
+    assert EAGER.describe() not in trials.calls  # timed inside every other trial, never alone
 
 
 def test_a_close_call_runs_every_round():
@@ -137,7 +138,7 @@ def test_a_close_call_runs_every_round():
     trials = FakeTrials(table)
     d = confirm([TUNED], Scoring(steps=100_000, eager_step_s=0.01), trials, rounds=5, log=lambda line: None)
     assert d["verdict"] == "compile" and not d["clear"]
-    assert d["rounds_done"] == 5 and len(trials.calls) == 15
+    assert d["rounds_done"] == 5 and len(trials.calls) == 10
 
 
 def test_a_loser_that_trails_clearly_is_not_measured_again():
@@ -149,4 +150,4 @@ def test_a_loser_that_trails_clearly_is_not_measured_again():
     trials = FakeTrials(table)
     d = confirm([TUNED, OTHER], Scoring(steps=100_000, eager_step_s=0.01), trials, rounds=4, log=lambda line: None)
     assert d["rounds_done"] == 4 and trials.calls.count(OTHER.describe()) == 2
-    assert trials.calls.count(TUNED.describe()) == 4 and trials.calls.count(EAGER.describe()) == 4
+    assert trials.calls.count(TUNED.describe()) == 4 and d["candidates"][0]["rounds"] == 4

@@ -30,6 +30,8 @@ class Confirmed:
     peak_memory: list[float] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
     totals: list[float] = field(default_factory=list)
+    warm_compile_s: float | None = None
+    """The compile time of a restart that keeps the cache (measured in the first round)."""
 
     @property
     def ok(self) -> bool:
@@ -47,6 +49,7 @@ class Confirmed:
             "speedup_min": min(self.speedups) if self.speedups else None,
             "speedup_max": max(self.speedups) if self.speedups else None,
             "compile_time_s": self.median(self.compile_times),
+            "compile_time_warm_s": self.warm_compile_s,
             "total_time_s": self.median(self.totals),
             "total_time_min_s": min(self.totals) if self.totals else None,
             "total_time_max_s": max(self.totals) if self.totals else None,
@@ -66,15 +69,20 @@ MIN_ROUNDS = 2
 CLEAR = 2.0
 
 
-def confirm(finalists: list[CompileConfig], scoring: Scoring, measure: Callable[[CompileConfig, str], dict],
+def confirm(finalists: list[CompileConfig], scoring: Scoring, measure: Callable[..., dict],
             rounds: int = 3, log=print) -> dict[str, Any]:
-    """Measure eager, plain compile and ``finalists`` side by side, interleaved, for up to
-    ``rounds`` rounds: a race. After :data:`MIN_ROUNDS` rounds it stops as soon as the decision
-    rests only on margins of at least :data:`CLEAR` times their noise, and a finalist that trails
-    the leader that clearly is not measured again (eager and plain compile always are: they are
-    the yardsticks). A close call runs every round.
+    """Measure plain compile and ``finalists`` against eager, interleaved, for up to ``rounds``
+    rounds: a race. After :data:`MIN_ROUNDS` rounds it stops as soon as the decision rests only
+    on margins of at least :data:`CLEAR` times their noise, and a finalist that trails the leader
+    that clearly is not measured again (plain compile always is: it is the yardstick a tuned
+    config must beat). A close call runs every round.
 
-    ``measure(config, label)`` runs one isolated trial (the study's own trial runner).
+    Eager gets no process of its own: every confirmation trial times eager steps side by side
+    with its config, and eager's figures are the median of those (a trial of eager alone would
+    only time eager against itself).
+
+    ``measure(config, label, first=...)`` runs one isolated trial (the study's own trial runner);
+    ``first`` is True in a config's first round (where its warm compile is worth measuring).
     Returns the per-config summaries and the decision with its reason.
     """
     candidates: list[CompileConfig] = [EAGER, PLAIN_COMPILE]
@@ -82,20 +90,29 @@ def confirm(finalists: list[CompileConfig], scoring: Scoring, measure: Callable[
         if cfg.key() not in {c.key() for c in candidates}:
             candidates.append(cfg)
     results = {c.key(): Confirmed(c) for c in candidates}
-    racing = list(candidates)
+    eager = results[EAGER.key()]
+    racing = [c for c in candidates if c.compiles]
     decision: dict[str, Any] = {}
     for r in range(rounds):
         order = racing if r % 2 == 0 else list(reversed(racing))
+        eager_memory = []
         for cfg in order:
-            result = measure(cfg, f"confirm-{r}-{len(results[cfg.key()].speedups)}")
             entry = results[cfg.key()]
+            result = measure(cfg, f"confirm-{r}-{len(entry.speedups)}", first=r == 0)
             if result.get("status") != "ok":
                 entry.failures.append((result.get("failure") or {}).get("category", "failed"))
                 continue
-            entry.speedups.append(1.0 if not cfg.compiles else float(result["speedup"]))
-            entry.compile_times.append(0.0 if not cfg.compiles else scoring.compile_time(result))
+            entry.speedups.append(float(result["speedup"]))
+            entry.compile_times.append(scoring.compile_time(result))
             entry.eager_steps.append(float(result["eager_step_s"]))
             entry.peak_memory.append(float(result.get("peak_memory_mb") or 0.0))
+            if result.get("compile_time_warm_s") is not None:
+                entry.warm_compile_s = float(result["compile_time_warm_s"])
+            eager_memory.append(float(result.get("eager_peak_memory_mb") or 0.0))
+        if eager_memory:  # eager was timed in this round, inside the candidates' processes
+            eager.speedups.append(1.0)
+            eager.compile_times.append(0.0)
+            eager.peak_memory.append(statistics.median(eager_memory))
         decision = _decide_now(results, scoring)
         decision["rounds_done"] = r + 1
         if r + 1 < rounds and r + 1 >= MIN_ROUNDS and decision.get("clear"):
@@ -212,10 +229,11 @@ def confirm_finalists(study, scoring: Scoring, tuner: Tuner, k: int, rounds: int
     stored = study.user_attrs.get("confirmation")
     if stored and stored.get("verdict") and stored.get("finalist_keys") == keys and stored.get("rounds") == rounds:
         return stored
-    log(f"confirming {len(finalists)} finalist(s) with eager and plain torch.compile: {rounds} interleaved "
-        f"rounds in fresh processes ...")
-    def measure(config, label):
-        return tuner.measure(config, label, warm=scoring.compile_cost == "warm")
+    log(f"confirming {len(finalists)} finalist(s) against eager and plain torch.compile: up to {rounds} "
+        f"interleaved rounds in fresh processes ...")
+    def measure(config, label, first=False):
+        # Warm compiles are measured here, for finalists only; the cold score needs one round's.
+        return tuner.measure(config, label, warm=first or scoring.compile_cost == "warm")
 
     try:
         decision = confirm(finalists, scoring, measure, rounds=rounds, log=log)

@@ -53,10 +53,15 @@ class Tuner:
     # -- measuring
 
     def measure(self, config: CompileConfig, label: str = "trial", compile_budget_s: float | None = None,
-                warm: bool = True) -> dict:
-        """One isolated trial of ``config``; with ``warm``, inductor configs also get their warm
-        (cache kept) compile time measured in a second process. ``label`` names its trace."""
+                warm: bool | None = None) -> dict:
+        """One isolated trial of ``config``. With ``warm``, an inductor config also gets its warm
+        (cache kept) compile time measured in a second process; by default only where the score
+        counts it (``--compile-cost warm``): that process costs about a compile's time, and under
+        the cold score only a finalist's warm compile is worth it (confirmation measures those).
+        ``label`` names its trace."""
         s = self.settings
+        if warm is None:
+            warm = s.compile_cost == "warm"
         spec = TrialSpec(
             workload=str(Path(s.workload).resolve()), config=config.to_dict(), task=s.task, device=s.device,
             threads=s.threads, seed=s.seed, measure_seconds=s.measure_seconds, rounds=s.rounds,
