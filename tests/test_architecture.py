@@ -13,14 +13,14 @@ PACKAGE = Path(__file__).resolve().parent.parent / "tuner"
 #: module (or subpackage) -> layer, as in ARCHITECTURE.md
 LAYER_OF = {
     "errors": 0, "interrupts": 0, "config": 0, "score": 0, "space": 0, "spec": 0, "launch": 0, "storage": 0,
-    "_version": 0, "export": 0, "targets": 0,
+    "_version": 0, "export": 0, "targets": 0, "budget": 0,
     "workload": 1, "diagnose": 1, "runtime": 1,
     "measure": 2,
     "isolated": 3,
     "study": 4,
     "search": 5, "confirm": 5, "verdict": 5,
     "report": 6,
-    "pipeline": 7, "workers": 7, "threads": 7, "bundle": 7,
+    "pipeline": 7, "workers": 7, "threads": 7, "bundle": 7, "progress": 7,
     "cli": 8, "_worker": 8, "__init__": 8, "__main__": 8,
 }
 #: layer -> the layers it may import (its own included)

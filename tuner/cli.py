@@ -69,6 +69,9 @@ def _tune_parser() -> argparse.ArgumentParser:
     p.add_argument("--confirm-rounds", type=int, default=3, help="interleaved rounds for --confirm [3]")
     p.add_argument("--no-warm-start", dest="warm_start", action="store_false",
                    help="do not save the best config's compile cache beside best_config.yaml")
+    p.add_argument("--budget", default=None, metavar="DURATION",
+                   help="bound the whole run, confirmation and warm start included, e.g. 20m, 90s, 1h30m; when it "
+                        "runs out the best verdict so far is written, its confidence stated [none]")
     p.add_argument("--check-threads", type=int, default=None, metavar="N",
                    help="after tuning, call the chosen config from N threads at once and compare with eager")
     p.add_argument("--no-check", dest="check", action="store_false",
@@ -122,11 +125,16 @@ def _storage_arg(argv: list[str]) -> str | None:
 
 
 def _tune(argv: list[str]) -> int:
+    import time
+
+    started = time.time()  # a --budget counts from here: importing torch is part of the run
     from .pipeline import TuneOptions, tune
 
     args = _tune_parser().parse_args(argv)
     options = {k: v for k, v in vars(args).items() if k not in ("resume", "no_progress", "verbose")}
     opts = TuneOptions(**options, progress=not args.no_progress, argv=["compile-tune", *argv])
+    if opts.budget is not None:
+        opts.budget_deadline = started + opts.budget
     if not args.verbose:
         warnings.filterwarnings("ignore", module="optuna")
     result = tune(opts, log=print)
@@ -136,6 +144,7 @@ def _tune(argv: list[str]) -> int:
     print(_diagnostics_text(result.run.study))
     print()
     print(_verdict_text(result.tuned, result.out_dir))
+    print(result.timing)
     for note in result.run.notes:
         print(f"note: {note}")
     from .study import hardware_mismatch

@@ -13,6 +13,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from .budget import BUDGET_RAN_OUT
 from .config import EAGER, PLAIN_COMPILE, CompileConfig
 from .score import Scoring
 from .search import Tuner
@@ -70,7 +71,7 @@ CLEAR = 2.0
 
 
 def confirm(finalists: list[CompileConfig], scoring: Scoring, measure: Callable[..., dict],
-            rounds: int = 3, log=print) -> dict[str, Any]:
+            rounds: int = 3, log=print, round_fits: Callable[[int, bool], bool] | None = None) -> dict[str, Any]:
     """Measure plain compile and ``finalists`` against eager, interleaved, for up to ``rounds``
     rounds: a race. After :data:`MIN_ROUNDS` rounds it stops as soon as the decision rests only
     on margins of at least :data:`CLEAR` times their noise, and a finalist that trails the leader
@@ -83,6 +84,8 @@ def confirm(finalists: list[CompileConfig], scoring: Scoring, measure: Callable[
 
     ``measure(config, label, first=...)`` runs one isolated trial (the study's own trial runner);
     ``first`` is True in a config's first round (where its warm compile is worth measuring).
+    ``round_fits(trials, first)``, under a ``--budget``, says whether one more round of that many
+    trials fits; when it does not, the race stops there and the decision says ``cut_short``.
     Returns the per-config summaries and the decision with its reason.
     """
     candidates: list[CompileConfig] = [EAGER, PLAIN_COMPILE]
@@ -94,6 +97,10 @@ def confirm(finalists: list[CompileConfig], scoring: Scoring, measure: Callable[
     racing = [c for c in candidates if c.compiles]
     decision: dict[str, Any] = {}
     for r in range(rounds):
+        if r and round_fits is not None and not round_fits(len(racing), False):
+            log(f"  confirmation stopped after round {r}/{rounds}: the next round does not fit in the --budget")
+            decision["cut_short"] = f"{r} of {rounds} rounds"
+            break
         order = racing if r % 2 == 0 else list(reversed(racing))
         eager_memory = []
         for cfg in order:
@@ -214,9 +221,11 @@ def _failures(entries) -> str:
     return ", ".join(f"{k} x{n}" if n > 1 else k for k, n in counts.most_common()) or "no rounds"
 
 
-def confirm_finalists(study, scoring: Scoring, tuner: Tuner, k: int, rounds: int, log=print) -> dict | None:
+def confirm_finalists(study, scoring: Scoring, tuner: Tuner, k: int, rounds: int, log=print,
+                      round_fits: Callable[[int, bool], bool] | None = None) -> dict | None:
     """Re-measure the top ``k`` with eager and plain compile (tuner/confirm.py); stored in the
-    study so a re-run with the same finalists does not measure them again."""
+    study so a re-run with the same finalists does not measure them again. ``round_fits``: see
+    :func:`confirm`; when not even the first round fits, confirmation is skipped and says why."""
     eager, _, ranked = ranked_trials(study, scoring)
     skipped = ("--confirm 0" if k <= 0 else "--confirm-rounds 0" if rounds <= 0
                else "no correct compiled config" if not ranked
@@ -227,8 +236,14 @@ def confirm_finalists(study, scoring: Scoring, tuner: Tuner, k: int, rounds: int
     finalists = finalist_configs(study, scoring, k)
     keys = sorted(c.key() for c in finalists)
     stored = study.user_attrs.get("confirmation")
-    if stored and stored.get("verdict") and stored.get("finalist_keys") == keys and stored.get("rounds") == rounds:
+    if (stored and stored.get("verdict") and stored.get("finalist_keys") == keys and stored.get("rounds") == rounds
+            and not stored.get("cut_short")):  # a race the --budget cut short is run again in full
         return stored
+    racing = len({c.key() for c in [PLAIN_COMPILE, *finalists]})
+    if round_fits is not None and not round_fits(racing, True):
+        log("  confirmation skipped: not even one round fits in what is left of the --budget")
+        study.set_user_attr(SKIPPED_ATTR, BUDGET_RAN_OUT)
+        return None
     log(f"confirming {len(finalists)} finalist(s) against eager and plain torch.compile: up to {rounds} "
         f"interleaved rounds in fresh processes ...")
     def measure(config, label, first=False):
@@ -236,7 +251,7 @@ def confirm_finalists(study, scoring: Scoring, tuner: Tuner, k: int, rounds: int
         return tuner.measure(config, label, warm=first or scoring.compile_cost == "warm")
 
     try:
-        decision = confirm(finalists, scoring, measure, rounds=rounds, log=log)
+        decision = confirm(finalists, scoring, measure, rounds=rounds, log=log, round_fits=round_fits)
     except Exception as exc:  # noqa: BLE001 - a broken confirmation must not cost the run its outputs
         decision = {"failed": f"{type(exc).__name__}: {exc}".splitlines()[0][:300]}
     if decision.get("failed"):

@@ -13,12 +13,15 @@ from pathlib import Path
 from typing import Callable
 
 from .interrupts import check as stop_if_interrupted, deferred
+from .budget import (BUDGET_ATTR, BUDGET_RAN_OUT, PHASE_ATTR, Plan, RunClock, budget_line, parse_duration,
+                     time_line)
 from .bundle import bundle_and_measure
 from .confirm import confirm_finalists
 from .isolated import run_isolated
 from .measure.check import format_check
 from .config import TunedConfig, save_tuned_config
 from .errors import TunerError
+from .progress import Progress
 from .report import open_saved_study, summary_table, trials_frame, write_reports, write_trials_csv
 from .space import load_space
 from .storage import HEARTBEAT_S, redact, scrub
@@ -71,6 +74,11 @@ class TuneOptions:
     heartbeat: int = HEARTBEAT_S
     worker_index: int | None = None
     """Set in the processes ``--workers`` starts: they measure, the main process writes outputs."""
+    budget: float | str | None = None
+    """Bound on the whole run, confirmation and warm start included: seconds or ``"20m"`` (tuner/budget.py)."""
+    budget_deadline: float | None = None
+    """When the budget ends (``time.time()``): set as the run's clock starts (by ``tune``, or earlier by
+    the CLI) and handed as is to the ``--workers`` processes, so they stop starting trials with it."""
 
     def __post_init__(self) -> None:
         if self.trials < 0:
@@ -93,6 +101,8 @@ class TuneOptions:
             raise TunerError(f"--workers must be >= 1, got {self.workers}")
         if self.heartbeat < 1:
             raise TunerError(f"--heartbeat must be >= 1 second, got {self.heartbeat}")
+        if self.budget is not None:
+            self.budget = parse_duration(self.budget)
 
 
 @dataclass
@@ -101,6 +111,8 @@ class TuneResult:
     tuned: TunedConfig
     run: StudyRun
     summary: str
+    timing: str = ""
+    """``time: check 6 s, baselines 48 s, ...; total 6m 02s``: where this run's wall time went."""
 
 
 def _torch_version() -> str:
@@ -132,11 +144,13 @@ def tune(opts: TuneOptions, log: Callable[[str], None] | None = None) -> TuneRes
         >>> result = tune(TuneOptions("examples/mlp.py", space="quick", trials=4))  # doctest: +SKIP
     """
     log = log or logger.info
+    clock = RunClock(opts.budget, opts.budget_deadline)
     workload = load_workload(opts.workload)
     validate_workload(workload, opts.task)
     device = resolve_device(opts.device)
     threads = opts.threads or default_threads()
-    opts = dataclasses.replace(opts, threads=threads)  # --workers processes measure at the same count
+    # --workers processes measure at the same thread count, and stop at the same deadline
+    opts = dataclasses.replace(opts, threads=threads, budget_deadline=clock.deadline)
     space = load_space(opts.space).restrict(
         device=device, task=opts.task, has_blocks=has_repeated_blocks(workload.make_model()))
     out_dir = Path(opts.out or Path("results") / workload.name)
@@ -153,11 +167,11 @@ def tune(opts: TuneOptions, log: Callable[[str], None] | None = None) -> TuneRes
     # From here on a Ctrl-C stops the run between two storage writes, never inside one: see
     # tuner.interrupts. It lands while a trial's child is awaited, and the outputs are written.
     with deferred():
-        return _run_study(opts, log, workload, device, threads, space, out_dir, storage, settings)
+        return _run_study(opts, log, workload, device, threads, space, out_dir, storage, settings, clock)
 
 
 def _run_study(opts: TuneOptions, log, workload, device: str, threads: int, space, out_dir: Path, storage: str,
-               settings: StudySettings) -> TuneResult:
+               settings: StudySettings, clock: RunClock) -> TuneResult:
     worker = opts.worker_index or 0
     store = open_store(storage, opts.study_name or workload.name, opts.seed + worker, heartbeat=opts.heartbeat)
     study = store.study
@@ -176,23 +190,20 @@ def _run_study(opts: TuneOptions, log, workload, device: str, threads: int, spac
         log(f"  resumed: {stale} interrupted trial(s) will be measured again")
 
     if opts.check and opts.worker_index is None:
-        found = check_model(str(workload.path), opts.task, out_dir / "work", device, threads)
+        with clock.phase("check"):
+            found = check_model(str(workload.path), opts.task, out_dir / "work", device, threads)
         log(format_check(found, workload.name))
         study.set_user_attr("model_check", found)
         sys.stdout.flush()
 
-    progress = _Progress(opts.trials, enabled=opts.progress, log=log)
+    progress = Progress(opts.trials, enabled=opts.progress, log=log,
+                        timing=lambda done: clock.progress_text(_plan(study, opts).left_s(opts.trials - done)))
     tuner = Tuner(store, space, settings, out_dir / "work", on_trial=progress.update, worker=worker, log=log)
     run = StudyRun(study=study, scoring=None)  # type: ignore[arg-type]
     progress.start(tuner.search_done())
     failure: Exception | None = None
     try:
-        if opts.workers > 1:
-            run_workers(opts, device, tuner, run, progress)
-        else:
-            run.scoring = tuner.baselines()
-            tuner.search(run.scoring, run)
-            tuner.finish_baselines(run.scoring)
+        _measure(opts, device, tuner, run, progress, clock, log)
         stop_if_interrupted()  # a Ctrl-C held through the last trial's storage writes still stops the run
     except KeyboardInterrupt:
         run.interrupted = True
@@ -200,6 +211,9 @@ def _run_study(opts: TuneOptions, log, workload, device: str, threads: int, spac
         failure = exc
     finally:
         progress.close()
+    done = tuner.search_done()
+    if clock.bounded and failure is None and not (run.interrupted or run.exhausted) and done < opts.trials:
+        clock.cut_short("search", f"{done} of {opts.trials} trials")
     if opts.worker_index is not None:
         if failure is not None:
             raise failure
@@ -216,42 +230,110 @@ def _run_study(opts: TuneOptions, log, workload, device: str, threads: int, spac
     if run.interrupted or failure is not None:
         study.set_user_attr(SKIPPED_ATTR, "interrupted" if failure is None else "stopped by an error")
     elif opts.objective == "time":
-        try:
-            confirm_finalists(study, run.scoring, tuner, opts.confirm, opts.confirm_rounds, log)
-            stop_if_interrupted()
-        except KeyboardInterrupt:
-            run.interrupted = True
-            study.set_user_attr(SKIPPED_ATTR, "interrupted")
-    tuned = pick_best(study, run.scoring, device)
-    write_outputs(study, tuned, out_dir)
+        _confirm(study, run, tuner, opts, clock, log)
+    tuned = _write(study, run, device, out_dir, clock)
     if failure is not None:
         raise failure
-    if tuned.verdict == "compile" and opts.warm_start and not run.interrupted:
+    warm = tuned.verdict == "compile" and opts.warm_start and not run.interrupted
+    if warm and clock.fits("warm start", _plan(study, opts).warm_start_s, log):
         def warm_start() -> None:
             log("saving the compile cache beside best_config.yaml and timing a cold vs warm start ...")
             started = bundle_and_measure(settings, out_dir / "best_config.yaml", out_dir / "work")
             study.set_user_attr("warm_start", {"config_key": tuned.config.key(), **started})
 
-        if _optional("saving the warm start", warm_start, run, log):
-            tuned = pick_best(study, run.scoring, device)
-            write_outputs(study, tuned, out_dir)
-    if opts.check_threads and not run.interrupted:
+        with clock.phase("warm start"):
+            started_ok = _optional("saving the warm start", warm_start, run, log)
+        if started_ok:
+            tuned = _write(study, run, device, out_dir, clock)
+    if opts.check_threads and not run.interrupted and clock.fits("thread check", _plan(study, opts).compiled_s, log):
         def thread_check() -> None:
             log(f"checking the chosen config from {opts.check_threads} threads at once ...")
             found = check_threads(str(workload.path), tuned.config, opts.check_threads, device=device,
                                   torch_threads=threads, timeout=opts.trial_timeout, work_dir=out_dir / "work")
             study.set_user_attr("thread_check", {"config_key": tuned.config.key(), **found})
 
-        if _optional("the thread check", thread_check, run, log):
-            tuned = pick_best(study, run.scoring, device)
-            write_outputs(study, tuned, out_dir)
+        with clock.phase("thread check"):
+            checked = _optional("the thread check", thread_check, run, log)
+        if checked:
+            tuned = _write(study, run, device, out_dir, clock)
     frame = trials_frame(study)
     summary = summary_table(frame)
     if run.exhausted:
         run.notes.append(f"all {n_configs} configs of the space are measured")
     if run.interrupted:
         run.notes.append("interrupted: run the same command again to continue the study")
-    return TuneResult(out_dir=out_dir, tuned=tuned, run=run, summary=summary)
+    timing = _record_time(study, clock)
+    if clock.bounded:
+        run.notes.append(budget_line(clock.budget_record()))
+    return TuneResult(out_dir=out_dir, tuned=tuned, run=run, summary=summary, timing=timing)
+
+
+def _measure(opts: TuneOptions, device: str, tuner: Tuner, run: StudyRun, progress: Progress, clock: RunClock,
+             log) -> None:
+    """The baselines and the search: here, or in ``--workers`` processes (which measure both)."""
+    if opts.workers > 1:
+        with clock.phase("search"):
+            run_workers(opts, device, tuner, run, progress)
+        return
+    with clock.phase("baselines"):
+        run.scoring = tuner.baselines()
+    overrun = clock.overrun("the model check and the baselines")  # they run whatever the budget says
+    if overrun:
+        log(f"  {overrun}")
+        run.notes.append(overrun)
+    fits = (lambda: _plan(tuner.study, opts).search_trial_fits(clock.left())) if clock.bounded else None
+    with clock.phase("search"):
+        tuner.search(run.scoring, run, fits=fits)
+    with clock.phase("baselines"):
+        tuner.finish_baselines(run.scoring)
+
+
+def _confirm(study, run: StudyRun, tuner: Tuner, opts: TuneOptions, clock: RunClock, log) -> None:
+    """Confirm the finalists, a round at a time while rounds fit in the budget."""
+    try:
+        with clock.phase("confirmation"):
+            decision = confirm_finalists(study, run.scoring, tuner, opts.confirm, opts.confirm_rounds, log,
+                                         round_fits=_round_fits(study, opts, clock))
+        if study.user_attrs.get(SKIPPED_ATTR) == BUDGET_RAN_OUT:
+            clock.skip("confirmation")
+        elif decision and decision.get("cut_short"):
+            clock.cut_short("confirmation", decision["cut_short"])
+        stop_if_interrupted()
+    except KeyboardInterrupt:
+        run.interrupted = True
+        study.set_user_attr(SKIPPED_ATTR, "interrupted")
+
+
+def _plan(study, opts: TuneOptions) -> Plan:
+    """What the rest of the run costs, from this study's trials so far."""
+    confirming = opts.objective == "time" and opts.confirm_rounds > 0
+    return Plan.from_trials(study.get_trials(deepcopy=False), confirm=opts.confirm if confirming else 0,
+                            warm_start=opts.warm_start)
+
+
+def _round_fits(study, opts: TuneOptions, clock: RunClock):
+    """For confirmation under a budget: whether a round of N trials (the first: with warm compiles) fits."""
+    if not clock.bounded:
+        return None
+    return lambda trials, first: _plan(study, opts).confirm_round_fits(clock.left(), trials, first)
+
+
+def _write(study, run: StudyRun, device: str, out_dir: Path, clock: RunClock) -> TunedConfig:
+    """Pick the verdict and write every output; the reports show this run's phase times so far."""
+    with clock.phase("outputs"):
+        _record_time(study, clock)
+        tuned = pick_best(study, run.scoring, device)
+        write_outputs(study, tuned, out_dir)
+    return tuned
+
+
+def _record_time(study, clock: RunClock) -> str:
+    """Store the phase times and the budget's record in the study; the line the terminal shows.
+    Each run stores its own (a resumed run replaces the figures): they say what this run cost."""
+    phases = clock.phase_seconds()
+    study.set_user_attr(PHASE_ATTR, phases)
+    study.set_user_attr(BUDGET_ATTR, clock.budget_record())
+    return time_line(phases)
 
 
 def _eager_done(study) -> bool:
@@ -311,51 +393,3 @@ def pick_saved(study) -> TunedConfig:
     device = (study.user_attrs.get("settings") or {}).get("device", "cpu")
     return pick_best(study, scoring, device)
 
-
-class _Progress:
-    """A tqdm bar over search trials (on stderr), showing the best total time so far; the lines
-    for each trial go to ``log`` with the bar lifted out of the way."""
-
-    def __init__(self, total: int, enabled: bool, log: Callable[[str], None]) -> None:
-        self.total, self.enabled, self.bar, self.best, self.log = total, enabled, None, None, log
-
-    def start(self, done: int) -> None:
-        if not self.enabled:
-            return
-        from tqdm import tqdm
-
-        self.bar = tqdm(total=self.total, initial=min(done, self.total), desc="trials", unit="trial",
-                        file=sys.stderr, dynamic_ncols=True)
-
-    def update(self, attrs: dict) -> None:
-        total = attrs.get("total_time_s")
-        if attrs.get("status") == "ok" and total is not None and (self.best is None or total < self.best[0]):
-            self.best = (total, attrs.get("config_label"), attrs.get("speedup"))
-        if attrs.get("status") == "ok":
-            last = (f"{attrs.get('speedup', 0):.2f}x, compile {attrs.get('compile_time_s', 0):.1f} s, "
-                    f"total {attrs.get('total_time_s', 0):.1f} s")
-        else:
-            last = f"failed: {attrs.get('failure_category')} ({attrs.get('failure_explanation')})"
-        line = f"  {attrs.get('role'):6s} {attrs.get('config_label')}: {last}"
-        if self.bar is not None:
-            if attrs.get("role") == "search":
-                self.bar.update(1)
-            if self.best:
-                self.bar.set_postfix_str(f"best {self.best[0]:.1f}s {self.best[1]} ({self.best[2]:.2f}x)")
-        self.write(line)
-
-    def write(self, line: str) -> None:
-        if self.bar is None:
-            self.log(line)
-            return
-        with self.bar.external_write_mode(file=sys.stdout):  # what tqdm.write does around its print
-            self.log(line)
-
-    def advance_to(self, done: int) -> None:
-        """Search trials finished so far (by any worker)."""
-        if self.bar is not None and min(done, self.total) > self.bar.n:
-            self.bar.update(min(done, self.total) - self.bar.n)
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()

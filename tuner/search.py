@@ -260,7 +260,9 @@ class Tuner:
     def search_done(self, trials: list | None = None) -> int:
         return sum(1 for t in self.measured_by_key(trials).values() if t.user_attrs.get("role") == ROLE_SEARCH)
 
-    def search(self, scoring: Scoring, run: StudyRun) -> None:
+    def search(self, scoring: Scoring, run: StudyRun, fits: Callable[[], bool] | None = None) -> None:
+        """Measure search trials until the study holds ``settings.trials`` of them, the space is
+        exhausted, or ``fits()`` (the ``--budget``: tuner/budget.py) says the next one does not fit."""
         from optuna.trial import TrialState
 
         all_keys = {c.key() for c in self.space.configs()}
@@ -279,6 +281,8 @@ class Tuner:
             if not unmeasured and not running:
                 run.exhausted = True
                 break
+            if fits is not None and not fits():
+                break  # the rest of the run (confirmation, warm start) needs what is left
             if not unmeasured or done + len(running) >= self.settings.trials:
                 with interruptible():
                     time.sleep(self.poll_s)  # the last configs are being measured by other workers

@@ -171,6 +171,8 @@ def _from_confirmation(decision: dict, scoring: Scoring, tuned_on: dict, study) 
     base = {"confirmed": True, "confirm_rounds": decision.get("rounds_done") or decision.get("rounds"), "reason": decision["reason"],
             "eager_total_time_s": eager["total_time_s"], "eager_step_time_ms": decision["eager_step_s"] * 1e3,
             "eager_total_time_range_s": [eager["total_time_min_s"], eager["total_time_max_s"]]}
+    if decision.get("cut_short"):  # the --budget stopped the race: fewer rounds, a less certain spread
+        base["confirm_cut_short"] = decision["cut_short"]
     if decision["verdict"] == "stay_eager":
         best = decision.get("best") or {}
         measured = {**base, "total_time_s": eager["total_time_s"], "best_compiled": best.get("config_label"),

@@ -12,6 +12,7 @@ from typing import Any
 
 import pandas as pd
 
+from ..budget import BUDGET_ATTR, PHASE_ATTR, budget_line, format_duration
 from ..diagnose import unique_breaks, unique_recompiles
 from ..study import hardware_mismatch, measured_trials
 from ._fmt import missing, number, text, truthy
@@ -55,6 +56,10 @@ class ReportData:
     importances: dict[str, float] | None = None
     hardware_warning: str | None = None
     """Set when the finalists were measured on different machines (see tuner.study)."""
+    phase_seconds: dict = field(default_factory=dict)
+    """The latest run's wall seconds per phase and its ``total`` (tuner/budget.py)."""
+    budget: dict | None = None
+    """What the latest run's ``--budget`` did, when it had one."""
 
     @property
     def measured(self) -> pd.DataFrame:
@@ -145,6 +150,7 @@ def collect(study, tuned, scoring) -> ReportData:
         graph_breaks=unique_breaks(finished_attrs), recompiles=unique_recompiles(finished_attrs),
         importances=_importances(study),
         hardware_warning=_hardware_warning(study),
+        phase_seconds=dict(study.user_attrs.get(PHASE_ATTR) or {}), budget=study.user_attrs.get(BUDGET_ATTR),
     )
 
 
@@ -215,6 +221,16 @@ def environment_rows(data: ReportData) -> list[tuple[str, str]]:
         ("study", data.name),
     ]
     return [(k, v) for k, v in rows if v]
+
+
+def time_rows(data: ReportData) -> list[tuple[str, str]]:
+    """(phase, wall time) of the latest run, in run order, the total last."""
+    return [(phase, format_duration(float(s))) for phase, s in data.phase_seconds.items() if number(s) is not None]
+
+
+def budget_text(data: ReportData) -> str:
+    """``budget 5m: used 4m 52s; cut short: search (3 of 8 trials)``, or "" without a budget."""
+    return budget_line(data.budget) if data.budget else ""
 
 
 def trial_state(row) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 from html import escape
 
 from .._version import __version__
-from ._data import ReportData, environment_rows
+from ._data import ReportData, budget_text, environment_rows, time_rows
 from ._plots import Figure, figures
 from ._rows import DIMENSION_HEADERS, FAILURE_HEADERS, TRIAL_HEADERS, dimension_rows, failure_rows, trial_rows
 from ._verdict import verdict
@@ -72,7 +72,7 @@ def render_html(data: ReportData) -> str:
         _verdict_section(v),
         '<nav><a href="#figures">figures</a><a href="#trials">all trials</a><a href="#failures">failures</a>'
         '<a href="#graph-breaks">graph breaks</a><a href="#recompiles">recompiles</a>'
-        '<a href="#environment">environment</a></nav>',
+        '<a href="#time">time</a><a href="#environment">environment</a></nav>',
         '<h2 id="figures">Figures</h2>',
         *[_figure(f) for f in figures(data)],
         _table_section("dimensions", "Which settings mattered, by value", DIMENSION_HEADERS, dimension_rows(data),
@@ -82,6 +82,7 @@ def render_html(data: ReportData) -> str:
                        "No trial failed."),
         _graph_breaks_section(data),
         _recompiles_section(data),
+        _time_section(data),
         _environment_section(data),
         f'<p class="note">Written by compile-tune {escape(__version__)} from the study alone; rebuild it with '
         f"<code>compile-tune report DIR</code>. The machine-readable record is <code>trials.csv</code>.</p>",
@@ -161,6 +162,13 @@ def _recompiles_section(data: ReportData) -> str:
     return (f'<h2 id="recompiles">Recompiles</h2><p class="note">Why compiled code was compiled again (a guard on '
             f"the inputs failed), the most frequent first.</p><table><thead><tr>{head}</tr></thead><tbody>"
             f"{''.join(rows)}</tbody></table>")
+
+
+def _time_section(data: ReportData) -> str:
+    if not data.phase_seconds:
+        return ""
+    budget = f'<p class="note">{escape(budget_text(data))}</p>' if data.budget else ""
+    return f'<h2 id="time">Where the run\'s time went</h2>{_table(("phase", "wall time"), time_rows(data))}{budget}'
 
 
 def _environment_section(data: ReportData) -> str:

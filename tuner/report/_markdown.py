@@ -1,7 +1,7 @@
 """``report.md``: the verdict and the tables in GitHub Markdown, for pasting into a PR or issue."""
 from __future__ import annotations
 
-from ._data import ReportData, environment_rows
+from ._data import ReportData, budget_text, environment_rows, time_rows
 from ._rows import DIMENSION_HEADERS, FAILURE_HEADERS, TRIAL_HEADERS, dimension_rows, failure_rows, trial_rows
 from ._verdict import verdict
 
@@ -66,6 +66,9 @@ def render_markdown(data: ReportData) -> str:
              str(len(r["trials"]))] for r in data.recompiles]), ""]
     else:
         out += ["No trial recompiled.", ""]
+    if data.phase_seconds:
+        out += ["## Where the run's time went", "", table(("phase", "wall time"), time_rows(data)), ""]
+        out += [cell(budget_text(data)), ""] if data.budget else []
     out += ["## Environment", ""]
     out += [table(("", "value"), [[k, _Raw(code(val)) if k in ("command", "workload") else val]
                                  for k, val in environment_rows(data)]), ""]

@@ -31,6 +31,9 @@ def verdict(tuned, hardware_warning: str | None = None, failed: int | None = Non
     steps = int(number(tuned.tuned_on.get("steps")) or 0)
     v = _compile_verdict(tuned, steps) if tuned.verdict == "compile" else _eager_verdict(m, steps, failed)
     v.facts += extra_facts(m, tuned.thread_check)
+    if m.get("confirm_cut_short"):
+        v.sentence += (f" Confirmation was cut short by the --budget ({text(m['confirm_cut_short'])})"
+                       + (", so its single round measured no spread." if m.get("confirm_rounds") == 1 else "."))
     if m.get("confirmed") is False:
         why = text(m.get("unconfirmed_because")) or "no confirmation recorded"
         v.unconfirmed = why + (f" ({m['confirmation_error']})" if m.get("confirmation_error") else "")
@@ -133,8 +136,10 @@ def extra_facts(m: dict, thread_check: dict | None) -> list[tuple[str, str, str]
     if m.get("confirmed"):
         lo, hi = m.get("speedup_range") or (None, None)
         spread = f"speedup {ratio(lo)} to {ratio(hi)}" if lo is not None else ""
-        facts.append(("confirmed", f"{m.get('confirm_rounds')} interleaved rounds in fresh processes",
-                      f"{spread}; {text(m.get('reason'))}".strip("; ")))
+        rounds = m.get("confirm_rounds")
+        cut = f"cut short by the --budget ({text(m['confirm_cut_short'])})" if m.get("confirm_cut_short") else ""
+        facts.append(("confirmed", f"{rounds} interleaved round{'' if rounds == 1 else 's'} in fresh processes",
+                      "; ".join(x for x in (cut, spread, text(m.get("reason"))) if x)))
     if number(m.get("cold_start_s")) and number(m.get("warm_start_s")):
         facts.append(("first step at start-up", f"{seconds(m['warm_start_s'])} warm",
                       f"{seconds(m['cold_start_s'])} cold; compile cache saved beside best_config.yaml "

@@ -1,0 +1,208 @@
+"""The --budget: durations, the planner's decisions, and a whole run under a budget.
+
+The planner is pure arithmetic over the trials' wall times, so its decisions are tested with
+made-up trials; the pipeline is tested on a fake clock that the stand-in trials advance, so what
+is cut short is exact and nothing here depends on how fast the machine is.
+"""
+import functools
+from types import SimpleNamespace
+
+import pytest
+import yaml
+
+from tuner import budget
+from tuner.budget import (BUDGET_RAN_OUT, OUTPUT_RESERVE_S, Plan, RunClock, budget_line, format_duration,
+                          parse_duration, time_line)
+from tuner.config import PLAIN_COMPILE
+from tuner.errors import TunerError
+from tuner.pipeline import TuneOptions, tune
+from tuner.search import Tuner
+from tuner.study import open_study
+
+
+@pytest.mark.parametrize("text, seconds", [
+    ("20m", 1200.0), ("90s", 90.0), ("1h", 3600.0), ("1h30m", 5400.0), ("1.5h", 5400.0), ("90", 90.0),
+    ("2.5", 2.5), (" 1H 5M 3S ", 3903.0), ("1m30s", 90.0), (45, 45.0), (0.5, 0.5),
+])
+def test_durations_parse_to_seconds(text, seconds):
+    assert parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["", "soon", "20 minutes", "m", "30m1h", "1m1m", "-5m", "0", "0s", "1m30", "inf",
+                                  "nan", "1h-30m", True])
+def test_a_bad_duration_names_the_flag_and_gives_a_hint(text):
+    with pytest.raises(TunerError) as info:
+        parse_duration(text)
+    assert info.value.message.startswith("--budget must be") and "20m" in info.value.hint
+
+
+def test_tune_options_read_a_budget_as_a_duration():
+    assert TuneOptions("model.py", budget="2m").budget == 120.0
+    with pytest.raises(TunerError, match="--budget"):
+        TuneOptions("model.py", budget="two minutes")
+
+
+@pytest.mark.parametrize("seconds, text", [
+    (6.04, "6.0 s"), (48.2, "48 s"), (190, "3m 10s"), (300, "5m"), (362, "6m 02s"), (3720, "1h 02m"), (3600, "1h"),
+])
+def test_durations_are_written_as_a_person_reads_them(seconds, text):
+    assert format_duration(seconds) == text
+
+
+def trial(wall, role="search", warm=None, **extra):
+    attrs = {"trial_wall_s": wall, "role": role, **extra}
+    if warm is not None:
+        attrs["warm_compile_wall_s"] = warm
+    return SimpleNamespace(user_attrs=attrs)
+
+
+def test_the_plan_takes_medians_and_leaves_out_repeats_and_interrupted_trials():
+    trials = [trial(2.0, "eager"), trial(10.0, "plain"), trial(12.0, warm=4.0), trial(14.0),
+              trial(99.0, duplicate_of=3), trial(99.0, interrupted=True), SimpleNamespace(user_attrs={"role": "search"})]
+    plan = Plan.from_trials(trials, confirm=2, warm_start=True)
+    assert plan.trial_s == 12.0  # median of 2, 10, 16 (12 + its warm compile), 14
+    assert plan.compiled_trial_s == 14.0 and plan.warm_compile_s == 4.0 and plan.confirm_trials == 3
+
+
+def test_the_reserve_holds_two_confirmation_rounds_the_warm_start_and_the_outputs():
+    plan = Plan(trial_s=8.0, compiled_trial_s=10.0, confirm_trials=3, warm_start=True)
+    first, second = 3 * (10.0 + 5.0), 3 * 10.0  # the first round also times each warm compile (half a trial)
+    assert plan.reserve_s == first + second + 2 * 10.0 + OUTPUT_RESERVE_S
+    assert plan.search_trial_fits(8.0 + plan.reserve_s) and not plan.search_trial_fits(8.0 + plan.reserve_s - 0.1)
+    assert Plan(trial_s=8.0, compiled_trial_s=10.0).reserve_s == OUTPUT_RESERVE_S  # no confirmation, no warm start
+
+
+def test_a_confirmation_round_runs_only_when_it_fits_beside_the_warm_start():
+    plan = Plan(trial_s=8.0, compiled_trial_s=10.0, warm_compile_s=2.0, confirm_trials=3, warm_start=True)
+    needed = 2 * 10.0 + 20.0 + OUTPUT_RESERVE_S  # two trials, the warm start, the outputs
+    assert plan.confirm_round_fits(needed, trials=2) and not plan.confirm_round_fits(needed - 1, trials=2)
+    assert not plan.confirm_round_fits(needed, trials=2, first=True)  # + 2 measured warm compiles
+    assert plan.confirm_round_fits(needed + 4.0, trials=2, first=True)
+
+
+def test_before_any_trial_everything_fits_and_nothing_is_estimated():
+    plan = Plan.from_trials([], confirm=2, warm_start=True)
+    assert plan.search_trial_fits(OUTPUT_RESERVE_S) and plan.left_s(5) is None
+
+
+def test_the_estimate_of_what_is_left_never_exceeds_the_budget():
+    plan = Plan(trial_s=10.0, compiled_trial_s=10.0)
+    assert plan.left_s(3) == 30.0 + OUTPUT_RESERVE_S
+    now = [100.0]
+    clock = RunClock(60.0, now=lambda: now[0])
+    now[0] += 50.0
+    assert clock.progress_text(plan.left_s(3)) == "50 s elapsed, about 10 s left"
+    assert RunClock(now=lambda: now[0]).progress_text(plan.left_s(3)) == "0.0 s elapsed, about 35 s left"
+
+
+def test_the_clock_adds_up_phases_and_says_what_was_cut_and_skipped():
+    now = [0.0]
+    clock = RunClock(300.0, now=lambda: now[0])
+    for phase, seconds in (("check", 6.0), ("baselines", 48.0), ("search", 190.0), ("outputs", 1.0),
+                           ("outputs", 2.0)):
+        with clock.phase(phase):
+            now[0] += seconds
+    now[0] += 45.0
+    clock.cut_short("search", "3 of 8 trials")
+    assert not clock.fits("warm start", clock.left(), log=lambda line: None)  # the outputs need their seconds too
+    assert clock.fits("thread check", clock.left() - OUTPUT_RESERVE_S, log=lambda line: None)
+    phases = clock.phase_seconds()
+    assert list(phases) == ["check", "baselines", "search", "outputs", "total"] and phases["outputs"] == 3.0
+    assert time_line(phases) == "time: check 6.0 s, baselines 48 s, search 3m 10s, outputs 3.0 s; total 4m 52s"
+    assert budget_line(clock.budget_record()) == \
+        "budget 5m: used 4m 52s; cut short: search (3 of 8 trials); skipped: warm start"
+    now[0] += 20.0
+    assert budget_line(clock.budget_record()).startswith("budget 5m: used 5m 12s (12 s over)")
+    assert "nothing was cut short" in budget_line(RunClock(60.0, now=lambda: 0.0).budget_record())
+
+
+def test_without_a_budget_the_clock_only_times():
+    clock = RunClock()
+    assert not clock.bounded and clock.budget_record() is None and clock.left() == float("inf")
+    assert clock.fits("warm start", 1e9, log=print) and clock.overrun("the baselines") is None
+
+
+def test_workers_share_the_deadline_of_the_run():
+    clock = RunClock(60.0, deadline=1060.0, now=lambda: 1030.0)
+    assert clock.elapsed() == 30.0 and clock.left() == 30.0
+
+
+# -- a whole run on a fake clock: each stand-in trial "takes" WALL seconds
+
+WALL = 10.0
+ENV = {"torch": "2.13.0+cpu", "device": "cpu", "threads": 1}
+
+
+def run_on_fake_clock(tmp_path, workloads, spaces, monkeypatch, budget_s, **options):
+    now = [1000.0]
+
+    def measure(self, config, label="trial", compile_budget_s=None, warm=True):
+        now[0] += WALL
+        result = {"status": "ok", "eager_step_s": 0.01, "step_s": 0.01 / 1.5, "correct": True, "peak_memory_mb": 10.0,
+                  "eager_peak_memory_mb": 10.0, "environment": ENV, "trial_wall_s": WALL}
+        # plain compile trails two tied finalists: confirmation races 3 configs and never settles
+        speedup = 1.4 if config.key() == PLAIN_COMPILE.key() else 1.5
+        return dict(result, speedup=speedup, compile_time_s=1.0) if config.compiles else result
+
+    monkeypatch.setattr(Tuner, "measure", measure)
+    monkeypatch.setattr("tuner.pipeline.RunClock", functools.partial(RunClock, now=lambda: now[0]))
+    lines = []
+    opts = dict(workload=str(workloads / "blocks.py"), space=str(spaces / "logic.yaml"), trials=8, steps=1_000_000,
+                threads=1, out=str(tmp_path / "out"), check=False, warm_start=False, progress=False, budget=budget_s)
+    result = tune(TuneOptions(**{**opts, **options}), log=lines.append)
+    best = yaml.safe_load((tmp_path / "out" / "best_config.yaml").read_text())
+    study = open_study(f"sqlite:///{tmp_path / 'out' / 'study.db'}", "blocks", seed=0, create=False)
+    return result, best, study, lines
+
+
+def test_a_budget_cuts_the_search_and_the_confirmation_and_says_so(tmp_path, workloads, spaces, monkeypatch):
+    # Baselines take 20 s. The reserve: 2 rounds of 3 trials (the first with warm compiles, 45 s; 30 s)
+    # and 5 s of outputs = 80 s, so a search trial starts while 90 s are left: 5 of 8 trials.
+    # Then confirmation: 2 rounds (30 s each) fit in the 80 s left, a third does not.
+    result, best, study, lines = run_on_fake_clock(tmp_path, workloads, spaces, monkeypatch, 150.0)
+    record = study.user_attrs[budget.BUDGET_ATTR]
+    assert record["cut_short"] == {"search": "5 of 8 trials", "confirmation": "2 of 3 rounds"}
+    assert best["measured"]["confirmed"] is True and best["measured"]["confirm_cut_short"] == "2 of 3 rounds"
+    note = "budget 2m 30s: used 2m 10s; cut short: search (5 of 8 trials), confirmation (2 of 3 rounds)"
+    assert note in result.run.notes
+    phases = study.user_attrs[budget.PHASE_ATTR]
+    assert phases["baselines"] == 20.0 and phases["search"] == 50.0 and phases["confirmation"] == 60.0
+    assert result.timing.startswith("time: baselines 20 s, search 50 s, confirmation 1m") and "total 2m 10s" in result.timing
+    report = (tmp_path / "out" / "report.md").read_text()
+    assert "Where the run's time went" in report and "cut short: search (5 of 8 trials)" in report
+    assert "Confirmation was cut short by the --budget (2 of 3 rounds)" in report
+
+
+def test_when_no_confirmation_round_fits_the_verdict_is_unconfirmed_and_says_why(tmp_path, workloads, spaces,
+                                                                                   monkeypatch):
+    # After the baselines (20 s) 15 s are left: no search trial (90 s) fits, and not the first round
+    # of the one finalist, plain compile (its trial and warm compile, 15 s, and 5 s of outputs).
+    result, best, study, lines = run_on_fake_clock(tmp_path, workloads, spaces, monkeypatch, 35.0)
+    assert best["measured"]["confirmed"] is False and best["measured"]["unconfirmed_because"] == BUDGET_RAN_OUT
+    record = study.user_attrs[budget.BUDGET_ATTR]
+    assert record["cut_short"] == {"search": "0 of 8 trials"} and record["skipped"] == ["confirmation"]
+    assert f"unconfirmed: {BUDGET_RAN_OUT}" in (tmp_path / "out" / "report.md").read_text()
+
+
+def test_baselines_run_whatever_the_budget_and_an_overrun_is_said(tmp_path, workloads, spaces, monkeypatch):
+    result, best, study, lines = run_on_fake_clock(tmp_path, workloads, spaces, monkeypatch, 15.0)
+    assert [t.user_attrs["role"] for t in study.get_trials()] == ["eager", "plain"]
+    assert any("the model check and the baselines took 20 s, more than the --budget of 15 s" in n
+               for n in result.run.notes)
+    assert best["verdict"] in ("compile", "stay_eager")
+
+
+def test_every_run_records_its_phase_times(tmp_path, workloads, spaces, monkeypatch):
+    result, best, study, lines = run_on_fake_clock(tmp_path, workloads, spaces, monkeypatch, None, trials=2,
+                                                   confirm=0)
+    phases = study.user_attrs[budget.PHASE_ATTR]
+    assert {"baselines", "search", "outputs", "total"} <= set(phases) and study.user_attrs[budget.BUDGET_ATTR] is None
+    assert not any(n.startswith("budget") for n in result.run.notes)
+
+
+def test_the_cli_refuses_a_bad_budget_with_one_error_line(cli, workloads, tmp_path):
+    proc = cli(str(workloads / "mlp.py"), "--budget", "soon", "--out", str(tmp_path / "out"))
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert lines[0] == "error: --budget must be a duration, got 'soon'" and lines[1].startswith("hint: ")
+    assert len(lines) == 2 and not (tmp_path / "out").exists()

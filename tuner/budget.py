@@ -1,0 +1,293 @@
+"""The ``--budget``: how long a whole run may take, what still fits in it, and where the time went.
+
+A run is model check -> baselines -> search -> confirmation -> warm start -> (thread check),
+with the outputs written in between. Under a budget the model check and the baselines always
+run (no verdict exists without eager); the search starts a trial only while that trial and a
+reserve for what must follow fit in what is left; confirmation runs a round only while a round
+fits beside the warm start's reserve; the warm start and the thread check run only when they fit.
+Every estimate comes from what this study's trials took (:class:`Plan`), so a slow model gets a
+larger reserve than a fast one.
+
+Everything here is data and arithmetic: the pipeline asks, the clock answers.
+
+Example:
+    >>> parse_duration("1h30m")
+    5400.0
+    >>> format_duration(302)
+    '5m 02s'
+"""
+from __future__ import annotations
+
+import math
+import re
+import statistics
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Iterator
+
+from .errors import TunerError
+
+#: The phases of a run, in the order they run (and are listed).
+PHASES = ("check", "baselines", "search", "confirmation", "warm start", "thread check", "outputs")
+#: Seconds kept back for writing best_config.yaml, trials.csv and the reports at the end.
+OUTPUT_RESERVE_S = 5.0
+#: Confirmation rounds the search leaves room for: the race's minimum (tuner.confirm.MIN_ROUNDS;
+#: not imported, since confirm sits above this module), so a cut search still gets a spread.
+CONFIRM_RESERVE_ROUNDS = 2
+#: The warm start compiles the best config once more and times a cold and a warm first step:
+#: about two compiled trials.
+WARM_START_TRIALS = 2.0
+#: A warm compile (a fresh process that finds the cache) when none was measured yet: it skips
+#: the C++ builds and the timed steps, so about half a trial.
+WARM_COMPILE_SHARE = 0.5
+#: Why confirmation did not run when the budget had no room for one round (the verdict says so).
+BUDGET_RAN_OUT = "the --budget ran out"
+#: Study attributes: the latest run's seconds per phase (:meth:`RunClock.phase_seconds`), and what
+#: its budget did (:meth:`RunClock.budget_record`; None when it had none).
+PHASE_ATTR, BUDGET_ATTR = "phase_seconds", "budget"
+
+DURATION_HINT = "give a duration such as 90s, 20m, 1h30m or 1.5h (a plain number is seconds)"
+_PARTS = re.compile(r"(\d+(?:\.\d*)?|\.\d+)\s*([hms])")
+_UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0}
+
+
+def parse_duration(value: str | float | int, flag: str = "--budget") -> float:
+    """Seconds in ``20m``, ``90s``, ``1h``, ``1h30m``, ``1.5h`` or a plain number of seconds.
+
+    Example:
+        >>> parse_duration("20m"), parse_duration("90"), parse_duration(1.5)
+        (1200.0, 90.0, 1.5)
+    """
+    seconds = _seconds_in(value)
+    if seconds is None:
+        raise TunerError(f"{flag} must be a duration, got {value!r}", DURATION_HINT)
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise TunerError(f"{flag} must be more than 0 seconds, got {value!r}", DURATION_HINT)
+    return seconds
+
+
+def _seconds_in(value: str | float | int) -> float | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    text = str(value).strip().lower()
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    parts = _PARTS.findall(text)
+    units = [unit for _, unit in parts]
+    # Each unit once, largest first ("1h30m", not "30m1h" or "1m1m"); nothing else in the text.
+    if not parts or units != sorted(set(units), key="hms".index) or _PARTS.sub("", text).strip():
+        return None
+    return sum(float(number) * _UNITS[unit] for number, unit in parts)
+
+
+def format_duration(seconds: float) -> str:
+    """``6 s``, ``48 s``, ``3m 10s``, ``5m``, ``1h 02m``: how a person reads a wall time."""
+    if seconds < 10:
+        return f"{max(seconds, 0.0):.1f} s"
+    whole = int(round(seconds))
+    if whole < 60:
+        return f"{whole} s"
+    if whole < 3600:
+        minutes, rest = divmod(whole, 60)
+        return f"{minutes}m {rest:02d}s" if rest else f"{minutes}m"
+    hours, rest = divmod(whole, 3600)
+    minutes = int(round(rest / 60))
+    return f"{hours}h {minutes:02d}m" if minutes else f"{hours}h"
+
+
+def trial_walls(trials: Iterable[Any]) -> tuple[list[float], list[float], list[float]]:
+    """``(every trial, compiled trials, warm compiles)``: wall seconds of the trials measured so
+    far (Optuna trials or anything with ``user_attrs``). A trial's time includes its warm-compile
+    process when it had one; failed and pruned trials count too (they cost time as well). Repeats
+    and interrupted trials are left out: they copy or lost another trial's figures."""
+    every, compiled, warm = [], [], []
+    for t in trials:
+        a = t.user_attrs
+        if a.get("duplicate_of") is not None or a.get("interrupted") or a.get("trial_wall_s") is None:
+            continue
+        wall = float(a["trial_wall_s"]) + float(a.get("warm_compile_wall_s") or 0.0)
+        every.append(wall)
+        if a.get("role") != "eager":
+            compiled.append(wall)
+        if a.get("warm_compile_wall_s") is not None:
+            warm.append(float(a["warm_compile_wall_s"]))
+    return every, compiled, warm
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What the rest of a run costs, estimated from the trials measured so far (medians)."""
+
+    trial_s: float | None
+    """One trial, baselines included; None before any was measured."""
+    compiled_trial_s: float | None
+    """One trial of a config that compiles (what confirmation and the warm start run)."""
+    warm_compile_s: float | None = None
+    """One warm-compile process, when one was measured."""
+    confirm_trials: int = 0
+    """Compiled trials in a confirmation round (plain compile + the finalists); 0 when off."""
+    warm_start: bool = False
+    output_s: float = OUTPUT_RESERVE_S
+
+    @classmethod
+    def from_trials(cls, trials: Iterable[Any], confirm: int = 0, warm_start: bool = False) -> Plan:
+        """``confirm``: finalists confirmation will re-measure (0 when it is off)."""
+        every, compiled, warm = trial_walls(trials)
+        median = statistics.median
+        return cls(trial_s=median(every) if every else None, compiled_trial_s=median(compiled) if compiled else None,
+                   warm_compile_s=median(warm) if warm else None, confirm_trials=1 + confirm if confirm > 0 else 0,
+                   warm_start=warm_start)
+
+    @property
+    def compiled_s(self) -> float:
+        """One compiled trial (one trial when no compiled one was measured yet)."""
+        return self.compiled_trial_s if self.compiled_trial_s is not None else (self.trial_s or 0.0)
+
+    def confirm_round_s(self, trials: int | None = None, first: bool = False) -> float:
+        """One confirmation round of ``trials`` compiled trials; the first round also times each
+        one's warm compile (tuner/confirm.py)."""
+        n = self.confirm_trials if trials is None else trials
+        warm = self.warm_compile_s if self.warm_compile_s is not None else WARM_COMPILE_SHARE * self.compiled_s
+        return n * (self.compiled_s + (warm if first else 0.0))
+
+    @property
+    def warm_start_s(self) -> float:
+        return WARM_START_TRIALS * self.compiled_s if self.warm_start else 0.0
+
+    @property
+    def reserve_s(self) -> float:
+        """What must still fit once the search stops: confirmation's minimum rounds, the warm
+        start and the outputs."""
+        rounds = sum(self.confirm_round_s(first=r == 0) for r in range(CONFIRM_RESERVE_ROUNDS)) \
+            if self.confirm_trials else 0.0
+        return rounds + self.warm_start_s + self.output_s
+
+    def search_trial_fits(self, left_s: float) -> bool:
+        """Whether one more search trial and the reserve fit in ``left_s``."""
+        return (self.trial_s or 0.0) + self.reserve_s <= left_s
+
+    def confirm_round_fits(self, left_s: float, trials: int, first: bool = False) -> bool:
+        """Whether one more confirmation round fits beside the warm start and the outputs."""
+        return self.confirm_round_s(trials, first) + self.warm_start_s + self.output_s <= left_s
+
+    def left_s(self, search_trials_left: int) -> float | None:
+        """About how long the rest of the run takes; None before any trial was measured."""
+        if self.trial_s is None:
+            return None
+        return max(0, search_trials_left) * self.trial_s + self.reserve_s
+
+
+@dataclass
+class RunClock:
+    """Wall time per phase of one run, and its ``--budget`` (none: unbounded).
+
+    ``deadline`` is absolute (``time.time()``), so the ``--workers`` processes a run starts share
+    its clock; the budget started ``budget_s`` before it.
+    """
+
+    budget_s: float | None = None
+    deadline: float | None = None
+    now: Callable[[], float] = time.time
+    started: float = 0.0
+    phases: dict[str, float] = field(default_factory=dict)
+    cut: dict[str, str] = field(default_factory=dict)
+    """Phases the budget cut short, with how far each got (``3 of 8 trials``)."""
+    skipped: list[str] = field(default_factory=list)
+    """Phases the budget left no room for."""
+
+    def __post_init__(self) -> None:
+        if self.budget_s is not None and self.deadline is None:
+            self.deadline = self.now() + self.budget_s
+        self.started = self.deadline - self.budget_s if self.budget_s is not None else self.now()
+
+    @property
+    def bounded(self) -> bool:
+        return self.budget_s is not None
+
+    def elapsed(self) -> float:
+        return self.now() - self.started
+
+    def left(self) -> float:
+        """Seconds left of the budget (infinite without one; negative once it is overrun)."""
+        return math.inf if self.deadline is None else self.deadline - self.now()
+
+    @contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        """Time a phase; a phase entered again (outputs are written more than once) adds up."""
+        began = self.now()
+        try:
+            yield
+        finally:
+            self.phases[name] = self.phases.get(name, 0.0) + self.now() - began
+
+    def cut_short(self, phase: str, how_far: str) -> None:
+        self.cut[phase] = how_far
+
+    def skip(self, phase: str) -> None:
+        if phase not in self.skipped:
+            self.skipped.append(phase)
+
+    def fits(self, phase: str, seconds: float, log: Callable[[str], None]) -> bool:
+        """Whether an optional phase of about ``seconds`` fits, the outputs still to write; if not,
+        it is recorded as skipped and ``log`` says so."""
+        if not self.bounded or seconds + OUTPUT_RESERVE_S <= self.left():
+            return True
+        self.skip(phase)
+        log(f"  {phase} skipped: about {format_duration(seconds)} does not fit in the "
+            f"{format_duration(max(0.0, self.left()))} left of the --budget")
+        return False
+
+    def overrun(self, what: str) -> str | None:
+        """The line saying that ``what`` (steps that run whatever the budget says) used it all up."""
+        if self.left() >= 0:
+            return None
+        return (f"{what} took {format_duration(self.elapsed())}, more than the --budget of "
+                f"{format_duration(self.budget_s or 0.0)}: no search trial fits")
+
+    def phase_seconds(self) -> dict[str, float]:
+        """Seconds per phase in run order, and ``total``: the run's wall time so far (its setup
+        included, so the total is a little more than the sum of the phases)."""
+        ordered = {p: round(self.phases[p], 3) for p in PHASES if p in self.phases}
+        return {**ordered, "total": round(self.elapsed(), 3)}
+
+    def budget_record(self) -> dict | None:
+        """What the budget did, for the study (None without one)."""
+        if not self.bounded:
+            return None
+        return {"seconds": self.budget_s, "used_s": round(self.elapsed(), 3), "cut_short": dict(self.cut),
+                "skipped": list(self.skipped)}
+
+    def progress_text(self, left_s: float | None) -> str:
+        """``1m 20s elapsed, about 3m 10s left``, never more left than the budget has."""
+        if self.bounded and left_s is not None:
+            left_s = min(left_s, max(0.0, self.left()))
+        text = f"{format_duration(self.elapsed())} elapsed"
+        return text + (f", about {format_duration(left_s)} left" if left_s is not None else "")
+
+
+def time_line(phase_seconds: dict[str, float]) -> str:
+    """``time: check 6 s, baselines 48 s, search 3m 10s; total 4m 12s``."""
+    parts = [f"{p} {format_duration(s)}" for p, s in phase_seconds.items() if p != "total"]
+    total = phase_seconds.get("total")
+    return "time: " + ", ".join(parts) + (f"; total {format_duration(total)}" if total is not None else "")
+
+
+def budget_line(record: dict) -> str:
+    """``budget 5m: used 4m 52s; cut short: search (3 of 8 trials); skipped: warm start``."""
+    line = f"budget {format_duration(record['seconds'])}: used {format_duration(record['used_s'])}"
+    over = record["used_s"] - record["seconds"]
+    if over > 0:
+        line += f" ({format_duration(over)} over)"
+    cut, skipped = record.get("cut_short") or {}, record.get("skipped") or []
+    if cut:
+        line += "; cut short: " + ", ".join(f"{p} ({how})" for p, how in cut.items())
+    if skipped:
+        line += "; skipped: " + ", ".join(skipped)
+    if not cut and not skipped:
+        line += "; nothing was cut short"
+    return line

@@ -1,0 +1,70 @@
+"""The progress bar of a run: search trials done, the best so far, and how long the run has left.
+
+A tqdm bar on stderr; the lines for each trial go to ``log`` with the bar lifted out of the way.
+Its own clock counts search trials only, so the bar's postfix adds the whole run's elapsed time
+and an estimate of what is left (confirmation and the warm start included; see tuner/budget.py).
+"""
+from __future__ import annotations
+
+import sys
+from typing import Callable
+
+
+class Progress:
+    """``timing(done)``, when given, says ``1m 20s elapsed, about 3m left`` after ``done`` search
+    trials; it is shown after the best total so far."""
+
+    def __init__(self, total: int, enabled: bool, log: Callable[[str], None],
+                 timing: Callable[[int], str] | None = None) -> None:
+        self.total, self.enabled, self.bar, self.best, self.log = total, enabled, None, None, log
+        self.timing = timing
+
+    def start(self, done: int) -> None:
+        if not self.enabled:
+            return
+        from tqdm import tqdm
+
+        self.bar = tqdm(total=self.total, initial=min(done, self.total), desc="trials", unit="trial",
+                        file=sys.stderr, dynamic_ncols=True)
+
+    def update(self, attrs: dict) -> None:
+        total = attrs.get("total_time_s")
+        if attrs.get("status") == "ok" and total is not None and (self.best is None or total < self.best[0]):
+            self.best = (total, attrs.get("config_label"), attrs.get("speedup"))
+        if attrs.get("status") == "ok":
+            last = (f"{attrs.get('speedup', 0):.2f}x, compile {attrs.get('compile_time_s', 0):.1f} s, "
+                    f"total {attrs.get('total_time_s', 0):.1f} s")
+        else:
+            last = f"failed: {attrs.get('failure_category')} ({attrs.get('failure_explanation')})"
+        line = f"  {attrs.get('role'):6s} {attrs.get('config_label')}: {last}"
+        if self.bar is not None:
+            if attrs.get("role") == "search":
+                self.bar.update(1)
+            self._postfix()
+        self.write(line)
+
+    def _postfix(self) -> None:
+        parts = []
+        if self.best:
+            parts.append(f"best {self.best[0]:.1f}s {self.best[1]} ({self.best[2]:.2f}x)")
+        if self.timing is not None:
+            parts.append(self.timing(self.bar.n))
+        if parts:
+            self.bar.set_postfix_str("; ".join(parts))
+
+    def write(self, line: str) -> None:
+        if self.bar is None:
+            self.log(line)
+            return
+        with self.bar.external_write_mode(file=sys.stdout):  # what tqdm.write does around its print
+            self.log(line)
+
+    def advance_to(self, done: int) -> None:
+        """Search trials finished so far (by any worker)."""
+        if self.bar is not None and min(done, self.total) > self.bar.n:
+            self.bar.update(min(done, self.total) - self.bar.n)
+            self._postfix()
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
