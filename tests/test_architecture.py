@@ -16,7 +16,7 @@ LAYER_OF = {
     "_version": 0, "export": 0, "targets": 0, "budget": 0,
     "workload": 1, "diagnose": 1, "runtime": 1,
     "measure": 2,
-    "isolated": 3,
+    "isolated": 3, "forkserver": 3,
     "study": 4,
     "search": 5, "confirm": 5, "verdict": 5,
     "report": 6,

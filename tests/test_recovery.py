@@ -4,6 +4,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -38,30 +39,48 @@ def storage(request, tmp_path):
     return url, url, name
 
 
+def descendants(pid: int) -> list[str]:
+    """Every process below ``pid`` whose command line runs our trial code."""
+    found, todo = [], [str(pid)]
+    while todo:
+        children = subprocess.run(["pgrep", "-P", todo.pop()], capture_output=True, text=True).stdout.split()
+        todo += children
+        found += [c for c in children if "tuner.measure" in _cmdline(c)]
+    return found
+
+
+def _cmdline(pid: str) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+    except OSError:
+        return ""
+
+
 def test_sigkill_of_a_run_then_the_same_command_keeps_every_finished_trial(storage, tmp_path):
     flag, url, name = storage
     args = [sys.executable, "-m", "tuner", str(WORKLOADS / "blocks.py"), "--space", str(SPACES / "logic.yaml"),
             "--trials", "2", "--out", str(tmp_path / "blocks"), "--study", name, *FAST]
     args += ["--storage", flag] if flag else []
     proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    victim = None
+    victim, tree = None, []
     deadline = time.time() + 300
-    while victim is None and time.time() < deadline and proc.poll() is None:
-        time.sleep(0.5)
+    # Trials are forked from the pre-imported launcher and take about a second: poll often, and
+    # kill only once the launcher and a trial process are both seen running.
+    while len(tree) < 2 and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.1)
         try:
             trials = load_study(url, name).get_trials(deepcopy=False)
         except Exception:  # the storage is not created yet
             continue
         searched = [t for t in trials if t.user_attrs.get("role") == "search"]
+        victim = None
         if any(t.state == TrialState.COMPLETE for t in searched):
             victim = next((t for t in searched if t.state == TrialState.RUNNING and t.user_attrs.get("config_key")), None)
-    assert victim is not None, "one search trial finished and another runs"
-    time.sleep(1)  # inside the measurement
-    child = subprocess.run(["pgrep", "-P", str(proc.pid), "-f", "tuner.measure"], capture_output=True, text=True)
+        tree = descendants(proc.pid) if victim is not None else []
+    assert victim is not None and len(tree) >= 2, "one search trial finished and another runs in a forked trial process"
     proc.send_signal(signal.SIGKILL)
     proc.communicate(timeout=60)
-    assert child.stdout.split(), "a trial process was measuring"
-    for pid in child.stdout.split():  # the trial process dies with its tuner
+    for pid in tree:  # the launcher and the trial process die with their tuner
         for _ in range(60):
             if not alive(pid):
                 break

@@ -1,8 +1,9 @@
 """Run one trial in a fresh Python process and turn whatever happens into a measurement.
 
-A fresh process per trial means no Dynamo state, no threads and no in-memory kernels shared
-between trials; a fresh ``TORCHINDUCTOR_CACHE_DIR`` means the compile time is the cold cost a
-user pays on a first run. The child may crash (segfault, OOM kill) or hang: the parent kills
+A process per trial means no Dynamo state, no threads and no in-memory kernels shared between
+trials; a fresh ``TORCHINDUCTOR_CACHE_DIR`` means the compile time is the cold cost a user pays
+on a first run. The process is forked from a launcher that has imported torch and the workload
+and compiled nothing (tuner/forkserver.py), so a trial skips seconds of imports. The child may crash (segfault, OOM kill) or hang: the parent kills
 its whole process group on timeout and records the failure; the study goes on.
 """
 from __future__ import annotations
@@ -18,6 +19,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from .interrupts import interruptible
+from . import forkserver
 from .diagnose import failure
 from .launch import python_command
 from .spec import TrialSpec
@@ -51,11 +53,7 @@ def run_isolated(
     timed_out = False
     pruned_after = None
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen(
-            python_command("tuner.measure", str(spec_path), str(out_path)),
-            stdout=log, stderr=subprocess.STDOUT, env=env, cwd=os.getcwd(),
-            start_new_session=True,  # its own process group, so compile workers die with it
-        )
+        proc = _start(spec, [str(spec_path), str(out_path)], env, log, log_path, traced="TORCH_TRACE" in env)
         try:
             # Ctrl-C lands here, not in Popen: a child started but not yet bound to `proc`
             # would be left running (see tuner.interrupts).
@@ -89,6 +87,21 @@ def run_isolated(
     return result
 
 
+def _start(spec: TrialSpec, argv: list[str], env: dict[str, str], log, log_path: Path, traced: bool):
+    """The trial process: forked from the pre-imported launcher (tuner/forkserver.py), or a fresh
+    interpreter where the launcher is off or unavailable, and for a traced trial (``TORCH_TRACE``
+    is read when torch is imported, so the launcher's import would not trace)."""
+    if not traced:
+        forked = forkserver.start(argv, env, log_path, workload=spec.workload if spec.device == "cpu" else None,
+                                  server_env=_child_env(spec.threads, None, None))
+        if forked is not None:
+            return forked
+    return subprocess.Popen(
+        python_command("tuner.measure", *argv), stdout=log, stderr=subprocess.STDOUT, env=env, cwd=os.getcwd(),
+        start_new_session=True,  # its own process group, so compile workers die with it
+    )
+
+
 def _wait(proc: subprocess.Popen, out_path: Path, start: float, timeout: float,
           compile_budget_s: float | None) -> float | None:
     """Wait for the child; return the compile seconds if it was stopped for the budget."""
@@ -119,10 +132,11 @@ def _wait(proc: subprocess.Popen, out_path: Path, start: float, timeout: float,
     return None
 
 
-def _child_env(threads: int, cache: Path, extra: dict[str, str] | None) -> dict[str, str]:
+def _child_env(threads: int, cache: Path | None, extra: dict[str, str] | None) -> dict[str, str]:
     env = dict(os.environ)
+    if cache is not None:
+        env["TORCHINDUCTOR_CACHE_DIR"] = str(cache)
     env.update(
-        TORCHINDUCTOR_CACHE_DIR=str(cache),
         # Pin every thread pool the same way for every trial, so trials are comparable.
         OMP_NUM_THREADS=str(threads),
         MKL_NUM_THREADS=str(threads),
@@ -136,7 +150,7 @@ def _child_env(threads: int, cache: Path, extra: dict[str, str] | None) -> dict[
     return env
 
 
-def _kill_group(proc: subprocess.Popen) -> None:
+def _kill_group(proc) -> None:
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):

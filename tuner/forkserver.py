@@ -1,0 +1,152 @@
+"""Starting trial processes from the pre-imported launcher (tuner/measure/forkserver.py).
+
+One launcher per tuner process, started on the first trial and kept for the run; a trial
+process started from it looks to tuner/isolated.py like a ``subprocess.Popen``
+(:class:`ForkedProcess`: ``pid``, ``poll``, ``wait``, ``returncode``), in its own process group.
+When the launcher cannot be started or dies, :func:`start` returns None and the caller starts
+a fresh interpreter as before; ``COMPILE_TUNE_FORK_SERVER=0`` always does.
+"""
+from __future__ import annotations
+
+import atexit
+import itertools
+import json
+import os
+import subprocess
+import threading
+from pathlib import Path
+
+from .launch import python_command
+
+SWITCH_ENV = "COMPILE_TUNE_FORK_SERVER"
+#: Importing torch, Dynamo and inductor takes a few seconds; a slow disk or a heavy workload more.
+READY_TIMEOUT_S = 300.0
+
+
+class ForkServerDown(RuntimeError):
+    pass
+
+
+class ForkServer:
+    def __init__(self, workload: str | None, env: dict[str, str], log_path: Path) -> None:
+        self._cond = threading.Condition()
+        self._ids = itertools.count()
+        self._pids: dict[int, int] = {}
+        self._exits: dict[int, int] = {}
+        self._ready = False
+        self.alive = True
+        with open(log_path, "ab") as log:
+            self.proc = subprocess.Popen(
+                python_command("tuner.measure.forkserver", workload or ""), stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE, stderr=log, env=env, cwd=os.getcwd(),
+                start_new_session=True)  # a Ctrl-C is the tuner's to handle, not the launcher's
+        threading.Thread(target=self._read, name="compile-tune-forkserver", daemon=True).start()
+        with self._cond:
+            self._cond.wait_for(lambda: self._ready or not self.alive, timeout=READY_TIMEOUT_S)
+            if not self._ready:
+                self.close()
+                raise ForkServerDown(f"the trial launcher did not start (see {log_path})")
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            message = json.loads(line)
+            with self._cond:
+                if message.get("ready"):
+                    self._ready = True
+                elif "pid" in message:
+                    self._pids[message["id"]] = message["pid"]
+                else:
+                    self._exits[message["id"]] = message["exit"]
+                self._cond.notify_all()
+        with self._cond:
+            self.alive = False
+            self._cond.notify_all()
+
+    def start(self, argv: list[str], env: dict[str, str], log_path: Path) -> "ForkedProcess":
+        with self._cond:
+            if not self.alive:
+                raise ForkServerDown("the trial launcher has exited")
+            number = next(self._ids)
+            request = {"id": number, "argv": argv, "env": env, "cwd": os.getcwd(), "log": str(log_path)}
+            try:
+                self.proc.stdin.write((json.dumps(request) + "\n").encode())
+                self.proc.stdin.flush()
+            except OSError as exc:
+                raise ForkServerDown(f"the trial launcher has exited ({exc})") from exc
+            self._cond.wait_for(lambda: number in self._pids or not self.alive, timeout=60)
+            if number not in self._pids:
+                raise ForkServerDown("the trial launcher did not start the trial")
+            return ForkedProcess(self, number, self._pids[number], argv)
+
+    def exit_code(self, number: int) -> int | None:
+        """The trial's exit code once it ended; a trial of a launcher that died was killed with it."""
+        if number in self._exits:
+            return self._exits[number]
+        return None if self.alive else -9
+
+    def close(self) -> None:
+        try:
+            self.proc.stdin.close()  # the launcher exits on end of input
+        except OSError:
+            pass
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+class ForkedProcess:
+    """A trial process started by the launcher, with the ``subprocess.Popen`` calls isolated.py uses."""
+
+    def __init__(self, server: ForkServer, number: int, pid: int, argv: list[str]) -> None:
+        self.server, self.number, self.pid, self.args = server, number, pid, argv
+
+    @property
+    def returncode(self) -> int | None:
+        return self.server.exit_code(self.number)
+
+    def poll(self) -> int | None:
+        with self.server._cond:
+            return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        with self.server._cond:
+            if not self.server._cond.wait_for(lambda: self.returncode is not None, timeout=timeout):
+                raise subprocess.TimeoutExpired(self.args, timeout)
+            return self.returncode
+
+
+_server: ForkServer | None = None
+_failed = False
+_lock = threading.Lock()
+
+
+def start(argv: list[str], env: dict[str, str], log_path: Path, workload: str | None,
+          server_env: dict[str, str]) -> ForkedProcess | None:
+    """Start ``python -m tuner.measure ARGV`` as a fork of the launcher; None where a fresh
+    interpreter must be used instead (switched off, or the launcher failed)."""
+    global _server, _failed
+    if os.environ.get(SWITCH_ENV, "1") == "0":
+        return None
+    with _lock:
+        if _failed:
+            return None
+        for attempt in range(2):  # a launcher that died (killed, out of memory) is started again once
+            if _server is None or not _server.alive:
+                try:
+                    _server = ForkServer(workload, server_env, log_path.parent / "forkserver.log")
+                except (ForkServerDown, OSError):
+                    _failed = True
+                    return None
+            try:
+                return _server.start(argv, env, log_path)
+            except ForkServerDown:
+                _server = None
+        _failed = True
+        return None
+
+
+@atexit.register
+def _shutdown() -> None:
+    if _server is not None:
+        _server.close()

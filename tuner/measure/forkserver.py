@@ -1,0 +1,131 @@
+"""The pre-imported trial launcher: ``python -m tuner.measure.forkserver [WORKLOAD]``.
+
+A trial in a fresh interpreter spends seconds importing torch, Dynamo, inductor and the
+workload's own imports (transformers: seconds more) before it measures anything. This process
+imports them once, then forks one child per trial. A child is as isolated as a fresh process
+where it matters: nothing was compiled here, so no Dynamo cache, no kernel and no inductor
+cache directory is shared; each child gets its own session (killable as a group), its own log,
+environment (its own ``TORCHINDUCTOR_CACHE_DIR``) and working directory. The workload file is
+executed again in every child (``load_workload``), so its module state is fresh too; only its
+imports are already loaded.
+
+Protocol (the client is tuner/forkserver.py): one JSON object per line. The parent writes
+``{"id", "argv", "env", "cwd", "log"}``; this process answers ``{"ready": true}`` once,
+``{"id", "pid"}`` when a child is started and ``{"id", "exit"}`` (the exit code, negative for a
+signal, as ``subprocess`` reports it) when it ends. It exits when the parent closes its stdin,
+and dies with the parent (``die_with_parent``); its children die with it.
+"""
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import sys
+import traceback
+
+from ..launch import PARENT_ENV, die_with_parent
+
+
+def preload(workload: str | None) -> None:
+    """Import what every trial imports. Nothing is compiled or run on a device here."""
+    import torch  # noqa: F401
+    import torch._dynamo  # noqa: F401
+    import torch._inductor.compile_fx  # noqa: F401  (inductor: about a second of each trial's start)
+
+    from . import __main__  # noqa: F401  (the trial's own modules)
+
+    if workload:
+        from ..workload import load_workload
+
+        try:
+            load_workload(workload)  # for its imports; each child executes the file again
+        except Exception:  # noqa: BLE001 - the trial itself reports a broken workload
+            pass
+
+
+def serve(requests: int, answers: int) -> None:
+    children: dict[int, int] = {}  # pid -> request id
+    pending = b""
+    while True:
+        ready, _, _ = select.select([requests], [], [], 0.05 if children else None)
+        if ready:
+            chunk = os.read(requests, 1 << 16)
+            if not chunk:
+                return  # the parent is gone or done: children are killed with us (PDEATHSIG)
+            pending += chunk
+            while b"\n" in pending:
+                line, pending = pending.split(b"\n", 1)
+                request = json.loads(line)
+                pid = os.fork()
+                if pid == 0:
+                    _child(request, requests, answers)
+                try:
+                    os.setpgid(pid, pid)  # its own group before anyone learns its pid (see _child)
+                except OSError:
+                    pass  # it made its own session already
+                children[pid] = request["id"]
+                _answer(answers, {"id": request["id"], "pid": pid})
+        while children:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+            if pid == 0:
+                break
+            if pid in children:
+                _answer(answers, {"id": children.pop(pid), "exit": os.waitstatus_to_exitcode(status)})
+
+
+def _child(request: dict, requests: int, answers: int) -> None:
+    """In the forked child: become a trial process, run it, never return."""
+    code = 1
+    try:
+        os.close(requests)
+        os.close(answers)
+        try:
+            os.setsid()  # a session and group of its own: killpg reaches its compile workers
+        except OSError:
+            pass  # the server made it a group leader first: the group is its own anyway
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        os.dup2(log, 1)
+        os.dup2(log, 2)
+        os.close(log)
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.close(null)
+        os.chdir(request["cwd"])
+        os.environ.clear()
+        os.environ.update(request["env"])
+        os.environ[PARENT_ENV] = str(os.getppid())  # die with this server, which dies with the tuner
+        sys.argv = ["tuner.measure", *request["argv"]]
+        from .__main__ import main
+
+        main(request["argv"])
+        code = 0
+    except BaseException:  # noqa: BLE001 - goes to the trial's log; the parent reads the exit code
+        traceback.print_exc()
+    finally:
+        import logging
+
+        logging.shutdown()  # flushes the TORCH_TRACE files
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)  # no interpreter teardown: see tuner/measure/__main__.py
+
+
+def _answer(fd: int, message: dict) -> None:
+    os.write(fd, (json.dumps(message) + "\n").encode())
+
+
+def main(argv: list[str]) -> None:
+    die_with_parent()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C is the tuner's to handle
+    answers = os.dup(1)
+    os.dup2(2, 1)  # a stray print of an import must not corrupt the protocol
+    preload(argv[0] if argv and argv[0] else None)
+    _answer(answers, {"ready": True})
+    serve(0, answers)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
