@@ -1,0 +1,73 @@
+"""Trials forked from the pre-imported launcher: they skip the imports, yet each gets its own
+environment, working directory and process group, and a dead launcher is replaced."""
+import os
+import signal
+from pathlib import Path
+
+from tuner import forkserver
+from tuner.isolated import run_isolated
+from tuner.spec import TrialSpec
+
+from conftest import WORKLOADS
+
+MARK = "COMPILE_TUNE_TEST_MARK"
+
+#: A workload that fails unless its trial sees the environment and working directory it was given.
+CHECKS_ITS_PROCESS = '''
+import os
+import torch
+
+def build_model():
+    assert os.environ.get("{mark}") == os.path.basename(os.getcwd()), (os.environ.get("{mark}"), os.getcwd())
+    return torch.nn.Linear(4, 4)
+
+def example_inputs():
+    return (torch.randn(2, 4),)
+'''
+
+
+def spec(workload: Path) -> TrialSpec:
+    return TrialSpec(workload=str(workload), config={"target": "whole", "backend": "eager"}, task="infer",
+                     device="cpu", threads=1, measure_seconds=0.2, rounds=1)
+
+
+def test_a_forked_trial_skips_the_imports_that_a_fresh_interpreter_pays(tmp_path, monkeypatch):
+    forked = run_isolated(spec(WORKLOADS / "mlp.py"), timeout=300, work_dir=tmp_path)
+    assert forked["status"] == "ok" and forked["child_import_s"] < 0.05, forked.get("child_import_s")
+    monkeypatch.setenv(forkserver.SWITCH_ENV, "0")
+    fresh = run_isolated(spec(WORKLOADS / "mlp.py"), timeout=300, work_dir=tmp_path)
+    assert fresh["status"] == "ok" and fresh["child_import_s"] > 0.3, fresh.get("child_import_s")
+
+
+def test_each_forked_trial_gets_its_own_environment_and_working_directory(tmp_path, monkeypatch):
+    workload = tmp_path / "checks.py"
+    workload.write_text(CHECKS_ITS_PROCESS.format(mark=MARK))
+    for name in ("first", "second"):
+        where = tmp_path / name
+        where.mkdir()
+        monkeypatch.chdir(where)
+        result = run_isolated(spec(workload), timeout=300, work_dir=tmp_path / "work", env_extra={MARK: name})
+        assert result["status"] == "ok", result.get("failure")
+        assert result["child_import_s"] < 0.05, "forked, not a fresh interpreter"
+    wrong = run_isolated(spec(workload), timeout=300, work_dir=tmp_path / "work", env_extra={MARK: "elsewhere"})
+    assert wrong["status"] == "failed", "the check in the workload can fail"
+
+
+def test_a_killed_launcher_is_started_again_and_the_study_goes_on(tmp_path):
+    assert run_isolated(spec(WORKLOADS / "mlp.py"), timeout=300, work_dir=tmp_path)["status"] == "ok"
+    launcher = forkserver._server
+    assert launcher is not None and launcher.alive
+    os.kill(launcher.proc.pid, signal.SIGKILL)
+    launcher.proc.wait(timeout=10)
+    result = run_isolated(spec(WORKLOADS / "mlp.py"), timeout=300, work_dir=tmp_path)
+    assert result["status"] == "ok" and result["child_import_s"] < 0.05, result.get("failure")
+    assert forkserver._server is not launcher and forkserver._server.alive
+
+
+def test_a_forked_trial_that_segfaults_is_a_crash_and_its_group_is_gone(tmp_path):
+    workload = tmp_path / "segfault.py"
+    workload.write_text("import ctypes, torch\n\ndef build_model():\n    ctypes.string_at(0)\n\n"
+                        "def example_inputs():\n    return (torch.randn(2, 4),)\n")
+    result = run_isolated(spec(workload), timeout=300, work_dir=tmp_path)
+    assert result["status"] == "failed" and result["failure"]["category"] == "crashed", result.get("failure")
+    assert "SIGSEGV" in result["failure"]["raw"]
