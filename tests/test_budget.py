@@ -107,8 +107,9 @@ def test_the_clock_adds_up_phases_and_says_what_was_cut_and_skipped():
     assert not clock.fits("warm start", clock.left(), log=lambda line: None)  # the outputs need their seconds too
     assert clock.fits("thread check", clock.left() - OUTPUT_RESERVE_S, log=lambda line: None)
     phases = clock.phase_seconds()
-    assert list(phases) == ["check", "baselines", "search", "outputs", "total"] and phases["outputs"] == 3.0
-    assert time_line(phases) == "time: check 6.0 s, baselines 48 s, search 3m 10s, outputs 3.0 s; total 4m 52s"
+    assert list(phases) == ["check", "baselines", "search", "outputs", "other", "total"] and phases["outputs"] == 3.0
+    assert time_line(phases) == ("time: check 6.0 s, baselines 48 s, search 3m 10s, outputs 3.0 s, other 45 s; "
+                                 "total 4m 52s")
     assert budget_line(clock.budget_record()) == \
         "budget 5m: used 4m 52s; cut short: search (3 of 8 trials); skipped: warm start"
     now[0] += 20.0
@@ -206,3 +207,23 @@ def test_the_cli_refuses_a_bad_budget_with_one_error_line(cli, workloads, tmp_pa
     lines = proc.stderr.strip().splitlines()
     assert lines[0] == "error: --budget must be a duration, got 'soon'" and lines[1].startswith("hint: ")
     assert len(lines) == 2 and not (tmp_path / "out").exists()
+
+
+def test_a_real_run_under_a_small_budget_is_cut_short_and_says_so(cli, workloads, spaces, tmp_path):
+    """A budget too small for 8 trials (each times steps for at least 1.5 s, on any machine): the
+    search is cut, the verdict is written with its confidence stated, and the time is recorded."""
+    out = tmp_path / "out"
+    proc = cli(str(workloads / "blocks.py"), "--space", str(spaces / "logic.yaml"), "--trials", "8", "--out", str(out),
+               "--measure-seconds", "1.5", "--steps", "10000000", "--confirm", "0", "--no-progress", "--no-check",
+               "--budget", "30s")
+    assert proc.returncode == 0, proc.stderr
+    note = next(line for line in proc.stdout.splitlines() if line.startswith("note: budget 30 s: used "))
+    assert "cut short: search (" in note and " of 8 trials)" in note, proc.stdout
+    assert any(line.startswith("time: baselines ") and "; total " in line for line in proc.stdout.splitlines())
+    best = yaml.safe_load((out / "best_config.yaml").read_text())
+    assert best["measured"]["confirmed"] is False and best["measured"]["unconfirmed_because"] == "--confirm 0"
+    assert "[unconfirmed: --confirm 0]" in proc.stdout
+    study = open_study(f"sqlite:///{out / 'study.db'}", "blocks", seed=0, create=False)
+    assert {"baselines", "search", "outputs", "total"} <= set(study.user_attrs[budget.PHASE_ATTR])
+    assert "search" in study.user_attrs[budget.BUDGET_ATTR]["cut_short"]
+    assert "Where the run's time went" in (out / "report.md").read_text()

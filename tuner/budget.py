@@ -28,7 +28,8 @@ from typing import Any, Callable, Iterable, Iterator
 
 from .errors import TunerError
 
-#: The phases of a run, in the order they run (and are listed).
+#: The phases of a run, in the order they run (and are listed); a run's ``phase_seconds`` adds
+#: ``other`` (what no phase covers) and ``total``.
 PHASES = ("check", "baselines", "search", "confirmation", "warm start", "thread check", "outputs")
 #: Seconds kept back for writing best_config.yaml, trials.csv and the reports at the end.
 OUTPUT_RESERVE_S = 5.0
@@ -199,6 +200,8 @@ class RunClock:
     """Phases the budget cut short, with how far each got (``3 of 8 trials``)."""
     skipped: list[str] = field(default_factory=list)
     """Phases the budget left no room for."""
+    reported: tuple | None = field(default=None, init=False, repr=False)
+    """What was cut and skipped when the outputs were last written."""
 
     def __post_init__(self) -> None:
         if self.budget_s is not None and self.deadline is None:
@@ -249,11 +252,20 @@ class RunClock:
         return (f"{what} took {format_duration(self.elapsed())}, more than the --budget of "
                 f"{format_duration(self.budget_s or 0.0)}: no search trial fits")
 
+    def mark_reported(self) -> None:
+        """The outputs are being written with what was cut and skipped so far."""
+        self.reported = (dict(self.cut), list(self.skipped))
+
+    def cuts_unreported(self) -> bool:
+        """Whether a phase was cut or skipped after the outputs were last written."""
+        return self.bounded and self.reported != (self.cut, self.skipped)
+
     def phase_seconds(self) -> dict[str, float]:
-        """Seconds per phase in run order, and ``total``: the run's wall time so far (its setup
-        included, so the total is a little more than the sum of the phases)."""
+        """Seconds per phase in run order; ``other``: what no phase covers (importing torch, loading
+        the workload, the space and the study, the summary); ``total``: the run's wall time so far."""
         ordered = {p: round(self.phases[p], 3) for p in PHASES if p in self.phases}
-        return {**ordered, "total": round(self.elapsed(), 3)}
+        total = self.elapsed()
+        return {**ordered, "other": round(max(0.0, total - sum(self.phases.values())), 3), "total": round(total, 3)}
 
     def budget_record(self) -> dict | None:
         """What the budget did, for the study (None without one)."""

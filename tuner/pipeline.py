@@ -256,6 +256,8 @@ def _run_study(opts: TuneOptions, log, workload, device: str, threads: int, spac
             checked = _optional("the thread check", thread_check, run, log)
         if checked:
             tuned = _write(study, run, device, out_dir, clock)
+    if clock.cuts_unreported():  # a phase skipped after the last write: the reports must say so
+        tuned = _write(study, run, device, out_dir, clock)
     frame = trials_frame(study)
     summary = summary_table(frame)
     if run.exhausted:
@@ -322,6 +324,7 @@ def _write(study, run: StudyRun, device: str, out_dir: Path, clock: RunClock) ->
     """Pick the verdict and write every output; the reports show this run's phase times so far."""
     with clock.phase("outputs"):
         _record_time(study, clock)
+        clock.mark_reported()
         tuned = pick_best(study, run.scoring, device)
         write_outputs(study, tuned, out_dir)
     return tuned
