@@ -136,6 +136,13 @@ class Plan:
     output_s: float = OUTPUT_RESERVE_S
 
     @classmethod
+    def for_run(cls, trials: Iterable[Any], opts: Any) -> Plan:
+        """The plan of a run with these options (a ``TuneOptions``): confirmation is on for the
+        time objective with rounds to run; the warm start as the options say."""
+        confirming = opts.objective == "time" and opts.confirm_rounds > 0
+        return cls.from_trials(trials, confirm=opts.confirm if confirming else 0, warm_start=opts.warm_start)
+
+    @classmethod
     def from_trials(cls, trials: Iterable[Any], confirm: int = 0, warm_start: bool = False) -> Plan:
         """``confirm``: finalists confirmation will re-measure (0 when it is off)."""
         every, compiled, warm = trial_walls(trials)
@@ -202,6 +209,8 @@ class RunClock:
     """Phases the budget left no room for."""
     reported: tuple | None = field(default=None, init=False, repr=False)
     """What was cut and skipped when the outputs were last written."""
+    plan: Callable[[], Plan] = field(default=lambda: Plan(None, None), init=False, repr=False)
+    """The current :class:`Plan` (the run sets it: it reads the study's trials each time)."""
 
     def __post_init__(self) -> None:
         if self.budget_s is not None and self.deadline is None:
@@ -234,6 +243,14 @@ class RunClock:
     def skip(self, phase: str) -> None:
         if phase not in self.skipped:
             self.skipped.append(phase)
+
+    def search_trial_fits(self) -> bool:
+        """Whether one more search trial and the reserve for what follows fit in the budget."""
+        return self.plan().search_trial_fits(self.left())
+
+    def round_fits(self, trials: int, first: bool) -> bool:
+        """Whether one more confirmation round of ``trials`` trials fits in the budget."""
+        return self.plan().confirm_round_fits(self.left(), trials, first)
 
     def fits(self, phase: str, seconds: float, log: Callable[[str], None]) -> bool:
         """Whether an optional phase of about ``seconds`` fits, the outputs still to write; if not,

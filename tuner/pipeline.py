@@ -196,8 +196,9 @@ def _run_study(opts: TuneOptions, log, workload, device: str, threads: int, spac
         study.set_user_attr("model_check", found)
         sys.stdout.flush()
 
+    clock.plan = lambda: Plan.for_run(study.get_trials(deepcopy=False), opts)  # what is left costs, so far
     progress = Progress(opts.trials, enabled=opts.progress, log=log,
-                        timing=lambda done: clock.progress_text(_plan(study, opts).left_s(opts.trials - done)))
+                        timing=lambda done: clock.progress_text(clock.plan().left_s(opts.trials - done)))
     tuner = Tuner(store, space, settings, out_dir / "work", on_trial=progress.update, worker=worker, log=log)
     run = StudyRun(study=study, scoring=None)  # type: ignore[arg-type]
     progress.start(tuner.search_done())
@@ -235,7 +236,7 @@ def _run_study(opts: TuneOptions, log, workload, device: str, threads: int, spac
     if failure is not None:
         raise failure
     warm = tuned.verdict == "compile" and opts.warm_start and not run.interrupted
-    if warm and clock.fits("warm start", _plan(study, opts).warm_start_s, log):
+    if warm and clock.fits("warm start", clock.plan().warm_start_s, log):
         def warm_start() -> None:
             log("saving the compile cache beside best_config.yaml and timing a cold vs warm start ...")
             started = bundle_and_measure(settings, out_dir / "best_config.yaml", out_dir / "work")
@@ -245,7 +246,7 @@ def _run_study(opts: TuneOptions, log, workload, device: str, threads: int, spac
             started_ok = _optional("saving the warm start", warm_start, run, log)
         if started_ok:
             tuned = _write(study, run, device, out_dir, clock)
-    if opts.check_threads and not run.interrupted and clock.fits("thread check", _plan(study, opts).compiled_s, log):
+    if opts.check_threads and not run.interrupted and clock.fits("thread check", clock.plan().compiled_s, log):
         def thread_check() -> None:
             log(f"checking the chosen config from {opts.check_threads} threads at once ...")
             found = check_threads(str(workload.path), tuned.config, opts.check_threads, device=device,
@@ -283,9 +284,8 @@ def _measure(opts: TuneOptions, device: str, tuner: Tuner, run: StudyRun, progre
     if overrun:
         log(f"  {overrun}")
         run.notes.append(overrun)
-    fits = (lambda: _plan(tuner.study, opts).search_trial_fits(clock.left())) if clock.bounded else None
     with clock.phase("search"):
-        tuner.search(run.scoring, run, fits=fits)
+        tuner.search(run.scoring, run, fits=clock.search_trial_fits if clock.bounded else None)
     with clock.phase("baselines"):
         tuner.finish_baselines(run.scoring)
 
@@ -295,7 +295,7 @@ def _confirm(study, run: StudyRun, tuner: Tuner, opts: TuneOptions, clock: RunCl
     try:
         with clock.phase("confirmation"):
             decision = confirm_finalists(study, run.scoring, tuner, opts.confirm, opts.confirm_rounds, log,
-                                         round_fits=_round_fits(study, opts, clock))
+                                         round_fits=clock.round_fits if clock.bounded else None)
         if study.user_attrs.get(SKIPPED_ATTR) == BUDGET_RAN_OUT:
             clock.skip("confirmation")
         elif decision and decision.get("cut_short"):
@@ -304,20 +304,6 @@ def _confirm(study, run: StudyRun, tuner: Tuner, opts: TuneOptions, clock: RunCl
     except KeyboardInterrupt:
         run.interrupted = True
         study.set_user_attr(SKIPPED_ATTR, "interrupted")
-
-
-def _plan(study, opts: TuneOptions) -> Plan:
-    """What the rest of the run costs, from this study's trials so far."""
-    confirming = opts.objective == "time" and opts.confirm_rounds > 0
-    return Plan.from_trials(study.get_trials(deepcopy=False), confirm=opts.confirm if confirming else 0,
-                            warm_start=opts.warm_start)
-
-
-def _round_fits(study, opts: TuneOptions, clock: RunClock):
-    """For confirmation under a budget: whether a round of N trials (the first: with warm compiles) fits."""
-    if not clock.bounded:
-        return None
-    return lambda trials, first: _plan(study, opts).confirm_round_fits(clock.left(), trials, first)
 
 
 def _write(study, run: StudyRun, device: str, out_dir: Path, clock: RunClock) -> TunedConfig:
