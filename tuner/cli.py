@@ -48,6 +48,9 @@ def _tune_parser() -> argparse.ArgumentParser:
     p.add_argument("--study", dest="study_name", default=None, help="study name [model file name]")
     p.add_argument("--workers", type=int, default=1,
                    help="worker processes on this machine, one device each, all on one study [1]")
+    p.add_argument("--parallel", default="auto", metavar="N",
+                   help="trials in flight on this machine: they compile side by side on the cores the timing "
+                        "does not use, and take turns timing [auto: 1 + one per 2 free cores, at most 4]")
     p.add_argument("--heartbeat", type=int, default=HEARTBEAT_S,
                    help="seconds between heartbeats of a running trial; one silent for 6 of them is "
                         "failed and measured again by another worker [10]")

@@ -31,7 +31,8 @@ from .study import (ROLE_EAGER, StudyRun, StudySettings, check_settings, default
                     fail_stale_trials, has_repeated_blocks, measured_trials, open_store, scoring_from_study)
 from .threads import check_threads
 from .verdict import SKIPPED_ATTR, pick_best
-from .workers import run_workers
+from .lanes import parse_parallel
+from .workers import lane_plan, run_workers
 from .workload import load_workload, validate_workload
 
 DEFAULT_STEPS = 10_000
@@ -71,6 +72,8 @@ class TuneOptions:
     check_threads: int | None = None
     argv: list[str] = field(default_factory=list)
     workers: int = 1
+    parallel: str | int = "auto"
+    """Trials in flight on this machine: they compile side by side and time in turn (tuner/lanes.py)."""
     heartbeat: int = HEARTBEAT_S
     worker_index: int | None = None
     """Set in the processes ``--workers`` starts: they measure, the main process writes outputs."""
@@ -97,6 +100,7 @@ class TuneOptions:
         if self.threads is not None and self.threads < 1:
             raise TunerError(f"--threads must be >= 1, got {self.threads}",
                              "e.g. --threads 1 (the default is torch's own count in a fresh process, as your run gets)")
+        self.parallel = parse_parallel(self.parallel)
         if self.workers < 1:
             raise TunerError(f"--workers must be >= 1, got {self.workers}")
         if self.heartbeat < 1:
@@ -274,9 +278,10 @@ def _run_study(opts: TuneOptions, log, workload, device: str, threads: int, spac
 def _measure(opts: TuneOptions, device: str, tuner: Tuner, run: StudyRun, progress: Progress, clock: RunClock,
              log) -> None:
     """The baselines and the search: here, or in ``--workers`` processes (which measure both)."""
-    if opts.workers > 1:
+    lanes = lane_plan(opts, device)
+    if lanes.lanes > 1:
         with clock.phase("search"):
-            run_workers(opts, device, tuner, run, progress)
+            run_workers(opts, device, tuner, run, progress, lanes)
         return
     with clock.phase("baselines"):
         run.scoring = tuner.baselines()

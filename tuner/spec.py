@@ -41,3 +41,10 @@ class TrialSpec:
     memory_limit_mb: float | None = None
     """A hard cap on the process's data memory: allocations beyond it fail instead of
     dragging the whole machine into the out-of-memory killer."""
+    timing_slot: str | None = None
+    """Lanes (``--parallel``): a lock file; the trial's timed stages wait for it, so only one trial
+    of the machine (or of the GPU) times at once while others compile (tuner/measure/slot.py)."""
+    timing_cores: list[int] | None = None
+    """Lanes: the CPU cores the trial times on, holding the slot."""
+    compile_cores: list[int] | None = None
+    """Lanes: the CPU cores the trial compiles (and does everything untimed) on."""

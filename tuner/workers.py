@@ -20,6 +20,7 @@ import time
 
 from .interrupts import interruptible
 from .errors import StudyError
+from .lanes import LanePlan, lane_env, plan_lanes
 from .launch import PARENT_ENV, python_command
 from .study import scoring_from_study
 
@@ -41,13 +42,36 @@ def device_plan(n: int, device: str) -> tuple[list[dict[str, str]], str]:
         return [{} for _ in range(n)], f"  {n} workers share {device}: per-trial timings get noisier"
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     return [{} for _ in range(n)], (
-        f"  {n} workers share this machine's {cpus} CPU core(s): trials run side by side, so per-trial "
-        f"timings get noisier (each trial still times eager and compiled steps alternately)")
+        f"  {n} workers share this machine's {cpus} CPU core(s): they compile side by side and take turns "
+        f"timing (one timing slot), so a compile may still disturb another worker's timing; --parallel "
+        f"keeps compiles off the timing cores")
 
 
-def run_workers(opts, device: str, tuner, run, progress) -> None:
-    """Start ``opts.workers`` workers, relay their lines, wait for them; fill ``run`` from the study."""
-    envs, plan = device_plan(opts.workers, device)
+def lane_plan(opts, device: str) -> LanePlan:
+    """How many measuring processes this run starts: ``--workers`` when asked for, else the lanes
+    of ``--parallel`` (tuner/lanes.py); 1 in a worker process itself."""
+    if opts.worker_index is not None:
+        return LanePlan(1)
+    if opts.workers > 1:
+        return LanePlan(opts.workers)
+    return plan_lanes(opts.parallel, device, opts.threads)
+
+
+def run_workers(opts, device: str, tuner, run, progress, lanes: LanePlan | None = None) -> None:
+    """Start ``opts.workers`` workers (or ``lanes``' processes), relay their lines, wait for them;
+    fill ``run`` from the study.
+
+    Workers on one machine's CPU, and lanes, share a timing slot: they compile side by side but
+    time in turn, so no trial is timed while another one runs on the same device."""
+    lanes = lanes or LanePlan(opts.workers)
+    if opts.workers > 1:
+        envs, plan = device_plan(opts.workers, device)
+    else:  # lanes: one device, trials in flight on it
+        envs, plan = [{} for _ in range(lanes.lanes)], f"  {lanes.why}"
+        opts = dataclasses.replace(opts, workers=lanes.lanes)
+    if opts.workers == lanes.lanes and (not device.startswith("cuda") or lanes.timing_cores):
+        slot = lane_env(lanes, tuner.work_dir, device)
+        envs = [{**env, **slot} for env in envs]
     progress.write(plan)
     lock = threading.Lock()
 

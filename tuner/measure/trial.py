@@ -38,6 +38,7 @@ from .correctness import TOLERANCE, compare, to_float64
 from .devices import PeakMemory, memory_in_use, timed
 from .mix import signature, timing_mix, weighted
 from .setup import prepare, seed_all
+from .slot import pin, timing_slot
 from .steps import (Step, TrainingState, checked_step, consumed_random_numbers, fresh_start, rng_state,
                     timed_steps)
 
@@ -66,6 +67,7 @@ class Recorder:
 
 
 def run_trial(spec: TrialSpec, rec: Recorder) -> None:
+    pin(spec.compile_cores)  # lanes: everything untimed runs off the timing cores
     config = CompileConfig.from_dict(spec.config)
     device = spec.device
     tol = spec.tolerance or TOLERANCE[spec.task]
@@ -104,35 +106,38 @@ def run_trial(spec: TrialSpec, rec: Recorder) -> None:
     else:
         rec.update(compile_time_s=0.0, first_call_s=first_eager, correct=True)
 
-    # 3. steady steps over the mix, eager and compiled alternately
-    rec.stage("timing")
-    timing = _alternate(step, mix, spec, estimates, device)
-    rec.update(**timing.figures())
-    if config.compiles:
-        steady_example = timing.compiled_median_for(inputs)
-        if steady_example is None:  # the example's shape is not in the schedule: time it on its own
-            steady_example = statistics.median(timed_steps(step, inputs, 5, device))
-        compile_time = first + sum(warm) - (1 + len(warm)) * steady_example
-        recompile_cost = 0.0
-        if schedule:
-            steady = [timing.compiled_median_for(item) for item in schedule]
-            recompile_cost = max(0.0, sum(first_pass) - sum(steady))
-            rec.update(schedule_len=len(schedule), recompile_time_s=recompile_cost,
-                       schedule_step_s=timing.compiled_mix_s, schedule_eager_step_s=timing.eager_mix_s)
-        rec.update(compile_time_s=max(compile_time, 0.0) + recompile_cost)
+    # 3-4 hold the machine's timing slot where lanes run (--parallel): the only stages whose
+    # figures another trial's compile would disturb
+    with timing_slot(spec, rec):
+        # 3. steady steps over the mix, eager and compiled alternately
+        rec.stage("timing")
+        timing = _alternate(step, mix, spec, estimates, device)
+        rec.update(**timing.figures())
+        if config.compiles:
+            steady_example = timing.compiled_median_for(inputs)
+            if steady_example is None:  # the example's shape is not in the schedule: time it on its own
+                steady_example = statistics.median(timed_steps(step, inputs, 5, device))
+            compile_time = first + sum(warm) - (1 + len(warm)) * steady_example
+            recompile_cost = 0.0
+            if schedule:
+                steady = [timing.compiled_median_for(item) for item in schedule]
+                recompile_cost = max(0.0, sum(first_pass) - sum(steady))
+                rec.update(schedule_len=len(schedule), recompile_time_s=recompile_cost,
+                           schedule_step_s=timing.compiled_mix_s, schedule_eager_step_s=timing.eager_mix_s)
+            rec.update(compile_time_s=max(compile_time, 0.0) + recompile_cost)
 
-    # 4. steady peak memory over the mix
-    if config.compiles:
-        rec.stage("memory")
-        with PeakMemory(device) as steady_mem:
-            for entry in mix:
-                for _ in range(2):
-                    step(entry.inputs)
-        compile_peak = rec.data["compile_peak_memory_mb"]
-        rec.update(steady_peak_memory_mb=steady_mem.peak_mb,
-                   peak_memory_mb=max(compile_peak, steady_mem.peak_mb))
-    else:
-        rec.update(steady_peak_memory_mb=eager_mem.peak_mb, peak_memory_mb=eager_mem.peak_mb)
+        # 4. steady peak memory over the mix
+        if config.compiles:
+            rec.stage("memory")
+            with PeakMemory(device) as steady_mem:
+                for entry in mix:
+                    for _ in range(2):
+                        step(entry.inputs)
+            compile_peak = rec.data["compile_peak_memory_mb"]
+            rec.update(steady_peak_memory_mb=steady_mem.peak_mb,
+                       peak_memory_mb=max(compile_peak, steady_mem.peak_mb))
+        else:
+            rec.update(steady_peak_memory_mb=eager_mem.peak_mb, peak_memory_mb=eager_mem.peak_mb)
 
     # 5. correctness, on every distinct input, from the same weights and random state
     if config.compiles:

@@ -18,7 +18,7 @@ MEASUREMENT_ATTRS = (
     "recompile_details", "recompile_limit_hit", "recompile_time_s", "schedule_len", "schedule_step_s",
     "schedule_eager_step_s", "regions", "region_names", "trial_wall_s", "child_wall_s", "environment",
     "trace_dir", "compile_time_warm_s", "pruned_reason", "child_import_s", "warm_compile_wall_s",
-    "mix", "stochastic", "correctness_check", "baseline_memory_mb",
+    "mix", "stochastic", "correctness_check", "baseline_memory_mb", "slot_wait_s", "timing_cores",
 )
 
 
