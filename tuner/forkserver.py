@@ -40,12 +40,16 @@ class ForkServer:
                 python_command("tuner.measure.forkserver", workload or ""), stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE, stderr=log, env=env, cwd=os.getcwd(),
                 start_new_session=True)  # a Ctrl-C is the tuner's to handle, not the launcher's
+        self.log_path = log_path
         threading.Thread(target=self._read, name="compile-tune-forkserver", daemon=True).start()
+
+    def wait_ready(self) -> None:
+        """Block until the launcher has imported everything (it starts in the background)."""
         with self._cond:
             self._cond.wait_for(lambda: self._ready or not self.alive, timeout=READY_TIMEOUT_S)
             if not self._ready:
                 self.close()
-                raise ForkServerDown(f"the trial launcher did not start (see {log_path})")
+                raise ForkServerDown(f"the trial launcher did not start (see {self.log_path})")
 
     def _read(self) -> None:
         for line in self.proc.stdout:
@@ -63,6 +67,7 @@ class ForkServer:
             self._cond.notify_all()
 
     def start(self, argv: list[str], env: dict[str, str], log_path: Path) -> "ForkedProcess":
+        self.wait_ready()
         with self._cond:
             if not self.alive:
                 raise ForkServerDown("the trial launcher has exited")
@@ -121,6 +126,20 @@ _failed = False
 _lock = threading.Lock()
 
 
+def prestart(workload: str | None, server_env: dict[str, str], work_dir: Path) -> None:
+    """Start the launcher now, without waiting for it: its imports overlap the tuner's own."""
+    global _server
+    if os.environ.get(SWITCH_ENV, "1") == "0":
+        return
+    with _lock:
+        if _server is None or not _server.alive:
+            try:
+                work_dir.mkdir(parents=True, exist_ok=True)
+                _server = ForkServer(workload, server_env, work_dir / "forkserver.log")
+            except OSError:
+                pass  # start() tries again, and falls back to fresh interpreters
+
+
 def start(argv: list[str], env: dict[str, str], log_path: Path, workload: str | None,
           server_env: dict[str, str]) -> ForkedProcess | None:
     """Start ``python -m tuner.measure ARGV`` as a fork of the launcher; None where a fresh
@@ -135,6 +154,7 @@ def start(argv: list[str], env: dict[str, str], log_path: Path, workload: str | 
             if _server is None or not _server.alive:
                 try:
                     _server = ForkServer(workload, server_env, log_path.parent / "forkserver.log")
+                    _server.wait_ready()
                 except (ForkServerDown, OSError):
                     _failed = True
                     return None

@@ -87,6 +87,11 @@ def run_isolated(
     return result
 
 
+def prestart_launcher(workload: str, device: str, threads: int, work_dir: Path) -> None:
+    """Start the trial launcher in the background (tuner/forkserver.py), before the first trial."""
+    forkserver.prestart(workload if device == "cpu" else None, _child_env(threads, None, None), work_dir)
+
+
 def _start(spec: TrialSpec, argv: list[str], env: dict[str, str], log, log_path: Path, traced: bool):
     """The trial process: forked from the pre-imported launcher (tuner/forkserver.py), or a fresh
     interpreter where the launcher is off or unavailable, and for a traced trial (``TORCH_TRACE``

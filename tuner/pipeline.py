@@ -17,7 +17,7 @@ from .budget import (BUDGET_ATTR, BUDGET_RAN_OUT, PHASE_ATTR, Plan, RunClock, bu
                      time_line)
 from .bundle import bundle_and_measure
 from .confirm import confirm_finalists
-from .isolated import run_isolated
+from .isolated import prestart_launcher, run_isolated
 from .measure.check import format_check
 from .config import TunedConfig, save_tuned_config
 from .errors import TunerError
@@ -159,6 +159,7 @@ def tune(opts: TuneOptions, log: Callable[[str], None] | None = None) -> TuneRes
         device=device, task=opts.task, has_blocks=has_repeated_blocks(workload.make_model()))
     out_dir = Path(opts.out or Path("results") / workload.name)
     out_dir.mkdir(parents=True, exist_ok=True)
+    prestart_launcher(str(workload.path), device, threads, out_dir / "work")  # imports while the study opens
     storage = opts.storage or f"sqlite:///{(out_dir / 'study.db').resolve()}"
     settings = StudySettings(
         workload=str(workload.path), task=opts.task, device=device, threads=threads, steps=opts.steps,

@@ -1,0 +1,80 @@
+"""Time to a verdict: the README example tuned by an older commit and by this checkout, side by
+side in one run on one machine (alternating, old first), with both verdicts.
+
+    python benchmarks/time_to_verdict.py [--old 33b26b4] [--pairs 1] [-- extra compile-tune args]
+
+The older commit is checked out into a temporary git worktree and run from there with the same
+Python (its own ``tuner`` package is imported, since the command runs in its folder). Prints each
+run's wall time, its verdict (choice and confirmed speedup), the time per phase where the new
+code records it, and the ratio new / old. Target (issue 13): the same verdict in at most half
+the time.
+"""
+from __future__ import annotations
+
+import argparse
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+README_EXAMPLE = ["examples/tiny_transformer.py", "--space", "quick", "--trials", "8", "--steps", "100000"]
+
+
+def run(where: Path, out: Path, extra: list[str]) -> dict:
+    cmd = [sys.executable, "-m", "tuner", *README_EXAMPLE, "--out", str(out), "--no-progress", *extra]
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=where, capture_output=True, text=True)
+    wall = time.perf_counter() - start
+    if proc.returncode != 0:
+        raise SystemExit(f"{where}: exit {proc.returncode}\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
+    best = yaml.safe_load((out / "best_config.yaml").read_text())
+    measured = best.get("measured") or {}
+    timing = next((line for line in proc.stdout.splitlines() if line.startswith("time:")), "")
+    return {"wall_s": wall, "verdict": best.get("verdict"), "choice": _label(best.get("config") or {}),
+            "speedup": measured.get("speedup_vs_eager"), "confirmed": measured.get("confirmed"), "time": timing}
+
+
+def _label(config: dict) -> str:
+    if not config.get("compile", config.get("backend")):
+        return "eager"
+    options = " ".join(f"{k}={v}" for k, v in sorted((config.get("options") or {}).items()))
+    return f"{config.get('target', 'whole')}/{config.get('backend')}/{config.get('mode') or 'default'} {options}".strip()
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--old", default="33b26b4", help="the commit to compare with [33b26b4, before issue 13]")
+    p.add_argument("--pairs", type=int, default=1, help="old/new pairs to run [1]")
+    p.add_argument("extra", nargs="*", help="extra compile-tune arguments for both runs (after --)")
+    args = p.parse_args()
+    scratch = Path(tempfile.mkdtemp(prefix="time-to-verdict-"))
+    old_tree = scratch / "old"
+    subprocess.run(["git", "worktree", "add", "--detach", "-q", str(old_tree), args.old], cwd=ROOT, check=True)
+    rows = []
+    try:
+        for i in range(args.pairs):
+            for name, where in (("old", old_tree), ("new", ROOT)):
+                result = run(where, scratch / f"{name}-{i}", args.extra)
+                rows.append((name, result))
+                print(f"{name} ({args.old if name == 'old' else 'this checkout'}): {result['wall_s']:.0f} s; verdict "
+                      f"{result['verdict']} with {result['choice']}, {result['speedup'] or 0:.2f}x"
+                      f"{' (confirmed)' if result['confirmed'] else ''}", flush=True)
+                if result["time"]:
+                    print(f"  {result['time']}", flush=True)
+    finally:
+        subprocess.run(["git", "worktree", "remove", "--force", str(old_tree)], cwd=ROOT)
+        shutil.rmtree(scratch, ignore_errors=True)
+    old = [r["wall_s"] for n, r in rows if n == "old"]
+    new = [r["wall_s"] for n, r in rows if n == "new"]
+    same = all(a["choice"] == b["choice"] for (_, a), (_, b) in zip(rows[::2], rows[1::2]))
+    print(f"new / old wall time = {sum(new) / sum(old):.2f} (target <= 0.50); same choice in every pair: {same}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
