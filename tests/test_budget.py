@@ -80,6 +80,12 @@ def test_a_confirmation_round_runs_only_when_it_fits_beside_the_warm_start():
     assert plan.confirm_round_fits(needed + 4.0, trials=2, first=True)
 
 
+def test_the_reserve_holds_as_many_rounds_as_the_race_runs_at_least():
+    from tuner.confirm import MIN_ROUNDS
+
+    assert budget.CONFIRM_RESERVE_ROUNDS == MIN_ROUNDS
+
+
 def test_before_any_trial_everything_fits_and_nothing_is_estimated():
     plan = Plan.from_trials([], confirm=2, warm_start=True)
     assert plan.search_trial_fits(OUTPUT_RESERVE_S) and plan.left_s(5) is None
