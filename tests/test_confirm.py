@@ -94,12 +94,12 @@ def test_eager_failing_every_round_is_a_failed_confirmation_not_a_crash():
     assert d["failed"] == "eager failed every round (crashed x2)" and "verdict" not in d
 
 
-def test_every_round_of_every_candidate_failing_is_a_failed_confirmation():
+def test_every_round_of_every_candidate_failing_means_stay_eager():
     from tuner.confirm import confirm
 
     d = confirm([TUNED], SCORING, lambda cfg, label, first=False: {"status": "failed", "failure": {"category": "timeout"}},
                 rounds=2, log=lambda line: None)
-    assert d["failed"] == "every candidate failed every round (timeout x4)"
+    assert d["verdict"] == "stay_eager" and d["reason"] == "no finalist was confirmed (failures in fresh processes: timeout x4)"
 
 
 class FakeTrials:

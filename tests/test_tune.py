@@ -53,16 +53,12 @@ def test_a_confirmed_verdict_says_confirmed_true(tmp_path, workloads, monkeypatc
     assert best["measured"]["confirmed"] is True and "unconfirmed_because" not in best["measured"]
 
 
-@pytest.mark.parametrize("eager_too", [False, True], ids=["candidates", "eager-too"])
-def test_best_config_is_written_when_every_confirmation_round_fails(tmp_path, workloads, monkeypatch, eager_too):
-    best = run(tmp_path, workloads, monkeypatch,
-               confirm_round=lambda cfg: crashed() if cfg.compiles or eager_too else ok(cfg))
-    m = best["measured"]
-    if eager_too:  # the yardstick failed: the search's own figures stand, marked
-        assert m["confirmed"] is False and m["unconfirmed_because"] == "confirmation failed"
-        assert "crashed" in m["confirmation_error"] and best["verdict"] == "compile"
-    else:  # every finalist crashed in fresh processes: that is a confirmed reason to stay eager
-        assert best["verdict"] == "stay_eager" and "crashed" in m["reason"]
+def test_best_config_is_written_when_every_confirmation_round_fails(tmp_path, workloads, monkeypatch):
+    best = run(tmp_path, workloads, monkeypatch, confirm_round=lambda cfg: crashed())
+    # Every finalist crashed in fresh processes (eager runs inside each of them): a confirmed
+    # reason to stay eager, not an unconfirmed compile verdict.
+    assert best["verdict"] == "stay_eager" and "crashed" in best["measured"]["reason"]
+    assert best["measured"]["confirmed"] is True
 
 
 def test_best_config_is_written_when_confirmation_raises(tmp_path, workloads, monkeypatch):

@@ -139,8 +139,11 @@ def _decide_now(results: dict[str, Confirmed], scoring: Scoring) -> dict[str, An
     # processes (each of them timed eager side by side with its config).
     eager_steps = [s for e in results.values() for s in e.eager_steps]
     if not eager_steps:
-        return {"failed": f"every candidate failed every round ({_failures(results.values())})",
-                "candidates": [e.summary() for e in results.values()]}
+        # Every compiled candidate failed every round in fresh processes: a confirmed reason to
+        # stay eager (eager itself runs in each of those processes, so it needs no figure here).
+        return {"choice": EAGER.to_dict(), "verdict": "stay_eager", "clear": True,
+                "reason": f"no finalist was confirmed (failures in fresh processes: {_failures(results.values())})",
+                "eager_step_s": scoring.eager_step_s, "candidates": [e.summary() for e in results.values()]}
     eager_step = statistics.median(eager_steps)
     for entry in results.values():
         entry.totals = [c + scoring.steps * eager_step / s for s, c in zip(entry.speedups, entry.compile_times)]
