@@ -1,10 +1,11 @@
 """Time to a verdict: the README example tuned by an older commit and by this checkout, side by
 side in one run on one machine (alternating, old first), with both verdicts.
 
-    python benchmarks/time_to_verdict.py [--old 33b26b4] [--pairs 1] [-- extra compile-tune args]
+    python benchmarks/time_to_verdict.py [--old 33b26b4] [--new HEAD] [--pairs 1] [-- extra compile-tune args]
 
-The older commit is checked out into a temporary git worktree and run from there with the same
-Python (its own ``tuner`` package is imported, since the command runs in its folder). Prints each
+Both commits are checked out into temporary git worktrees and run from there with the same
+Python (each run imports its own ``tuner`` package, since the command runs in its folder), so
+editing the checkout while the benchmark runs changes nothing in it. Prints each
 run's wall time, its verdict (choice and confirmed speedup), the time per phase where the new
 code records it, and the ratio new / old. Target (issue 13): the same verdict in at most half
 the time.
@@ -49,25 +50,28 @@ def _label(config: dict) -> str:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--old", default="33b26b4", help="the commit to compare with [33b26b4, before issue 13]")
+    p.add_argument("--new", default="HEAD", help="the commit to measure [HEAD]")
     p.add_argument("--pairs", type=int, default=1, help="old/new pairs to run [1]")
     p.add_argument("extra", nargs="*", help="extra compile-tune arguments for both runs (after --)")
     args = p.parse_args()
     scratch = Path(tempfile.mkdtemp(prefix="time-to-verdict-"))
-    old_tree = scratch / "old"
-    subprocess.run(["git", "worktree", "add", "--detach", "-q", str(old_tree), args.old], cwd=ROOT, check=True)
+    trees = {"old": scratch / "old", "new": scratch / "new"}
+    for name, ref in (("old", args.old), ("new", args.new)):
+        subprocess.run(["git", "worktree", "add", "--detach", "-q", str(trees[name]), ref], cwd=ROOT, check=True)
     rows = []
     try:
         for i in range(args.pairs):
-            for name, where in (("old", old_tree), ("new", ROOT)):
+            for name, where in trees.items():
                 result = run(where, scratch / f"{name}-{i}", args.extra)
                 rows.append((name, result))
-                print(f"{name} ({args.old if name == 'old' else 'this checkout'}): {result['wall_s']:.0f} s; verdict "
+                print(f"{name} ({args.old if name == 'old' else args.new}): {result['wall_s']:.0f} s; verdict "
                       f"{result['verdict']} with {result['choice']}, {result['speedup'] or 0:.2f}x"
                       f"{' (confirmed)' if result['confirmed'] else ''}", flush=True)
                 if result["time"]:
                     print(f"  {result['time']}", flush=True)
     finally:
-        subprocess.run(["git", "worktree", "remove", "--force", str(old_tree)], cwd=ROOT)
+        for tree in trees.values():
+            subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=ROOT)
         shutil.rmtree(scratch, ignore_errors=True)
     old = [r["wall_s"] for n, r in rows if n == "old"]
     new = [r["wall_s"] for n, r in rows if n == "new"]
