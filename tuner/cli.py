@@ -160,9 +160,10 @@ def _tune(argv: list[str]) -> int:
 
 def _diagnostics_text(study) -> str:
     from .diagnose import format_breaks, unique_breaks
+    from .repair import lines as repair_lines
 
     attrs = [dict(t.user_attrs, number=t.number) for t in study.get_trials(deepcopy=False)]
-    lines = [format_breaks(unique_breaks(attrs))]
+    lines = [format_breaks(unique_breaks(attrs)), *repair_lines(attrs)]
     by_dynamic: dict[str, list[int]] = {}
     for a in attrs:
         if a.get("duplicate_of") is None and a.get("recompiles") is not None and a.get("role") != "eager":

@@ -14,6 +14,7 @@ from typing import Any, Literal, Mapping
 import yaml
 
 from .errors import ConfigError
+from .dynamo_settings import describe as describe_dynamo
 from .export import exports
 
 #: target values with a fixed meaning; any other string is a module-name glob pattern.
@@ -51,6 +52,11 @@ class CompileConfig:
     """Inductor config overrides, e.g. ``{"freezing": True}``."""
     compile_optimizer: bool = False
     """Training only: also compile the optimizer step (see :func:`optimizer_step`)."""
+    dynamo: Mapping[str, Any] = field(default_factory=dict)
+    """``torch._dynamo.config`` overrides for this model's compiled code, any backend, e.g.
+    ``{"capture_scalar_outputs": True}``: YAML scalars, or lists of dotted names for the settings
+    that hold callables (``{"ignore_logging_functions": ["logging.Logger.info"]}``); applied around
+    every call of the compiled forward (tuner/runtime/dynamo.py)."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.target, str) or not self.target:
@@ -69,6 +75,7 @@ class CompileConfig:
             raise ConfigError(f"`options` must be a mapping, got {type(self.options).__name__}")
         # Freeze the mapping so the dataclass stays hashable-by-key and safe to share.
         object.__setattr__(self, "options", dict(sorted(self.options.items())))
+        object.__setattr__(self, "dynamo", _dynamo_settings(self.dynamo))
 
     @property
     def compiles(self) -> bool:
@@ -83,6 +90,8 @@ class CompileConfig:
             "fullgraph": self.fullgraph,
             "options": dict(self.options),
             "compile_optimizer": self.compile_optimizer,
+            **({"dynamo": {k: list(v) if isinstance(v, list) else v for k, v in self.dynamo.items()}}
+               if self.dynamo else {}),  # absent when empty: older configs keep their keys
         }
 
     @classmethod
@@ -128,6 +137,8 @@ class CompileConfig:
             label += f" {k}={v}"
         if self.compile_optimizer:
             label += " +optimizer"
+        for k, v in self.dynamo.items():
+            label += " " + describe_dynamo(k, v)
         return label
 
     def compile_kwargs(self) -> dict[str, Any]:
@@ -153,6 +164,25 @@ class CompileConfig:
         elif mode:
             kwargs["mode"] = mode
         return kwargs
+
+
+def _dynamo_settings(settings) -> dict[str, Any]:
+    """``dynamo`` checked and canonical: names sorted, name lists sorted; callables as dotted names."""
+    if not isinstance(settings, Mapping):
+        raise ConfigError(f"`dynamo` must map torch._dynamo.config names to values, got {type(settings).__name__}")
+    out: dict[str, Any] = {}
+    for name, value in sorted(settings.items(), key=lambda kv: str(kv[0])):
+        if not isinstance(name, str) or not name.isidentifier():
+            raise ConfigError(f"`dynamo` keys must be torch._dynamo.config names, got {name!r}")
+        if isinstance(value, (list, tuple, set, frozenset)):
+            if not all(isinstance(v, str) for v in value):
+                raise ConfigError(f"`dynamo.{name}` must list dotted names such as logging.Logger.info, got {value!r}",
+                                  "write a callable as module.attribute (builtins.print, logging.Logger.info)")
+            value = sorted(set(value))
+        elif not isinstance(value, (bool, int, float, str, type(None))):
+            raise ConfigError(f"`dynamo.{name}` must be a YAML scalar or a list of dotted names, got {value!r}")
+        out[name] = value
+    return out
 
 
 EAGER = CompileConfig(target=NO_COMPILE)

@@ -22,6 +22,7 @@ from .measure.check import format_check
 from .config import TunedConfig, save_tuned_config
 from .errors import TunerError
 from .progress import Progress
+from .repair import add_repairs
 from .report import open_saved_study, summary_table, trials_frame, write_reports, write_trials_csv
 from .space import load_space
 from .storage import HEARTBEAT_S, redact, scrub
@@ -200,6 +201,10 @@ def _run_study(opts: TuneOptions, log, workload, device: str, threads: int, spac
         log(format_check(found, workload.name))
         study.set_user_attr("model_check", found)
         sys.stdout.flush()
+    repaired = add_repairs(space, study.user_attrs.get("model_check"))  # breaks a Dynamo setting can lift
+    if repaired and opts.worker_index is None:
+        n_configs = len(space.configs())
+        log("\n".join(repaired + [f"  with them the space has {n_configs} configs"]))
 
     clock.plan = lambda: Plan.for_run(study.get_trials(deepcopy=False), opts)  # what is left costs, so far
     progress = Progress(opts.trials, enabled=opts.progress, log=log,

@@ -11,6 +11,8 @@ A space file lists, per dimension, the values to try::
     compile_optimizer: [false, true]  # training only: also compile the optimizer step
     options:                          # inductor config overrides, inductor only
       freezing: [false, true]
+    dynamo:                           # torch._dynamo.config overrides, every backend
+      capture_scalar_outputs: [false, true]
 
 A scalar means "always this value". Choices that cannot work on the device or task
 (CUDA graphs on a CPU, ``freezing`` for training) are dropped before the search, not tried.
@@ -20,18 +22,19 @@ from __future__ import annotations
 import difflib
 import importlib.resources
 import itertools
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from . import dynamo_settings
 from .config import BLOCKS, MODES, NO_COMPILE, WHOLE, CompileConfig
 from .errors import SpaceError
 
 #: The package whose data files are the bundled spaces (the repository's ``search_spaces/``).
 BUNDLED_PACKAGE = "tuner.search_spaces"
-DIMENSIONS = ("target", "backend", "mode", "dynamic", "fullgraph", "compile_optimizer", "options")
+DIMENSIONS = ("target", "backend", "mode", "dynamic", "fullgraph", "compile_optimizer", "options", "dynamo")
 TOP_LEVEL_KEYS = ("description",) + DIMENSIONS
 
 #: Choices that need CUDA; on a CPU they either do nothing (reduce-overhead) or duplicate
@@ -54,6 +57,8 @@ class SearchSpace:
     fullgraph: list = field(default_factory=lambda: [False])
     compile_optimizer: list = field(default_factory=lambda: [False])
     options: dict[str, list] = field(default_factory=dict)
+    dynamo: dict[str, list] = field(default_factory=dict)
+    """torch._dynamo.config name -> choices (any backend); the model check's repairs land here too."""
     skipped: list[str] = field(default_factory=list)
 
     def suggest(self, trial) -> CompileConfig:
@@ -68,7 +73,10 @@ class SearchSpace:
         dynamic = trial.suggest_categorical("dynamic", self.dynamic)
         fullgraph = trial.suggest_categorical("fullgraph", self.fullgraph)
         compile_optimizer = trial.suggest_categorical("compile_optimizer", self.compile_optimizer)
-        return CompileConfig(target, backend, mode, dynamic, fullgraph, _drop_defaults(options), compile_optimizer)
+        dynamo = {n: dynamo_settings.from_param(trial.suggest_categorical(
+            f"dynamo.{n}", [dynamo_settings.param(c) for c in cs]), cs) for n, cs in self.dynamo.items()}
+        return CompileConfig(target, backend, mode, dynamic, fullgraph, _drop_defaults(options), compile_optimizer,
+                             dynamo=dynamo_settings.drop_defaults(dynamo))
 
     def params_for(self, cfg: CompileConfig) -> dict[str, Any]:
         """The Optuna params that make :meth:`suggest` return ``cfg`` (for enqueue_trial)."""
@@ -76,6 +84,9 @@ class SearchSpace:
             "target": cfg.target, "backend": cfg.backend, "dynamic": cfg.dynamic, "fullgraph": cfg.fullgraph,
             "compile_optimizer": cfg.compile_optimizer,
         }
+        dynamo_defaults = dynamo_settings.known_settings() if self.dynamo else {}
+        for name in self.dynamo:
+            params[f"dynamo.{name}"] = dynamo_settings.param(cfg.dynamo.get(name, dynamo_defaults.get(name)))
         if cfg.backend == "inductor":
             params["mode"] = cfg.mode if cfg.mode in self.mode else "default"
             if params["mode"] not in self.mode:
@@ -89,9 +100,7 @@ class SearchSpace:
 
     def neighbours(self, cfg: CompileConfig) -> list[CompileConfig]:
         """Configs of this space that differ from ``cfg`` in one setting, in the order the
-        settings usually matter: target, backend, mode, dynamic, options, fullgraph, optimizer."""
-        from dataclasses import replace
-
+        settings usually matter: target, backend, mode, dynamic, options, dynamo, fullgraph, optimizer."""
         base = replace(cfg, mode=cfg.mode or "default")
         out: list[CompileConfig] = []
         for dim in ("target", "backend", "mode", "dynamic"):
@@ -114,6 +123,7 @@ class SearchSpace:
                 for value in values:
                     if value != current:
                         out.append(replace(base, options=_drop_defaults({**base.options, name: value})))
+        out += [replace(base, dynamo=d) for d in dynamo_settings.neighbours(base.dynamo, self.dynamo)]
         for dim in ("fullgraph", "compile_optimizer"):
             for value in getattr(self, dim):
                 if value != getattr(base, dim):
@@ -124,6 +134,7 @@ class SearchSpace:
         """Every distinct config in the space (what an exhaustive sweep measures)."""
         seen: dict[str, CompileConfig] = {}
         option_names = list(self.options)
+        dynamo_sets = dynamo_settings.combinations(self.dynamo)
         for target, backend, dynamic, fullgraph, compile_optimizer in itertools.product(
             self.target, self.backend, self.dynamic, self.fullgraph, self.compile_optimizer
         ):
@@ -136,7 +147,9 @@ class SearchSpace:
             for mode, values in itertools.product(modes, list(option_sets)):
                 opts = _drop_defaults(dict(zip(option_names, values)))
                 cfg = CompileConfig(target, backend, mode, dynamic, fullgraph, opts, compile_optimizer)
-                seen.setdefault(cfg.key(), cfg)
+                for dynamo in dynamo_sets:
+                    with_dynamo = replace(cfg, dynamo=dynamo)
+                    seen.setdefault(with_dynamo.key(), with_dynamo)
         return list(seen.values())
 
     def restrict(self, *, device: str, task: str, has_blocks: bool) -> "SearchSpace":
@@ -311,6 +324,11 @@ def _validate(data: dict, path: Path, lines: dict[str, int]) -> SearchSpace:
         if not isinstance(data["options"], dict):
             fail("options", "must be a mapping of inductor option -> choices", "e.g. options: {freezing: [false, true]}")
         space.options = _validate_options(data["options"], fail)
+    if "dynamo" in data:
+        if not isinstance(data["dynamo"], dict):
+            fail("dynamo", "must be a mapping of torch._dynamo.config setting -> choices",
+                 "e.g. dynamo: {capture_scalar_outputs: [false, true]}")
+        space.dynamo = dynamo_settings.validate_section(data["dynamo"], fail)
     return space
 
 

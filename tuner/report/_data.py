@@ -14,6 +14,7 @@ import pandas as pd
 
 from ..budget import BUDGET_ATTR, PHASE_ATTR, budget_line, format_duration
 from ..diagnose import unique_breaks, unique_recompiles
+from ..repair import effects as repair_effects, remaining
 from ..study import hardware_mismatch, measured_trials
 from ._fmt import missing, number, text, truthy
 from ._tables import measured, trials_frame
@@ -60,6 +61,10 @@ class ReportData:
     """The latest run's wall seconds per phase and its ``total`` (tuner/budget.py)."""
     budget: dict | None = None
     """What the latest run's ``--budget`` did, when it had one."""
+    repairs: list[dict] = field(default_factory=list)
+    """Per Dynamo setting searched, its trials against those without it (tuner/repair.py)."""
+    unrepaired: list[dict] = field(default_factory=list)
+    """The graph breaks no searched Dynamo setting removed, with why they stay."""
 
     @property
     def measured(self) -> pd.DataFrame:
@@ -115,6 +120,8 @@ class ReportData:
         values.loc[(rows["backend"] == "inductor") & values["mode"].isin(("", "None")), "mode"] = "default"
         for name, column in _option_columns(rows).items():
             values[f"options.{name}"] = column
+        for name, column in _dynamo_columns(rows).items():
+            values[f"dynamo.{name}"] = column
         out = []
         for dim in values.columns:
             present = values[dim].dropna()
@@ -143,7 +150,7 @@ def collect(study, tuned, scoring) -> ReportData:
     ends = [t.datetime_complete for t in trials if t.datetime_complete]
     dates = (min(starts).strftime("%Y-%m-%d %H:%M"), max(ends or starts).strftime("%Y-%m-%d %H:%M")) if starts else None
     finished_attrs = [dict(t.user_attrs, number=t.number) for t in measured_trials(trials, ("COMPLETE", "FAIL"))]
-    return ReportData(
+    data = ReportData(
         name=study.study_name, tuned=tuned, scoring=scoring, frame=trials_frame(study),
         settings=dict(study.user_attrs.get("settings") or {}), command=study.user_attrs.get("command") or "",
         environment=dict(environment), dates=dates,
@@ -151,7 +158,10 @@ def collect(study, tuned, scoring) -> ReportData:
         importances=_importances(study),
         hardware_warning=_hardware_warning(study),
         phase_seconds=dict(study.user_attrs.get(PHASE_ATTR) or {}), budget=study.user_attrs.get(BUDGET_ATTR),
+        repairs=repair_effects(finished_attrs),
     )
+    data.unrepaired = remaining(finished_attrs, data.repairs) if data.repairs else []
+    return data
 
 
 def _hardware_warning(study) -> str | None:
@@ -193,6 +203,15 @@ def _option_columns(rows: pd.DataFrame) -> dict[str, pd.Series]:
         column = parsed.map(lambda d: str(d[name]) if name in d else "default")
         out[name] = column.where(inductor, None)
     return out
+
+
+def _dynamo_columns(rows: pd.DataFrame) -> dict[str, pd.Series]:
+    """``dynamo`` JSON -> one column per Dynamo setting (unset: "default"); every backend has them."""
+    if "dynamo" not in rows:
+        return {}
+    parsed = rows["dynamo"].map(lambda s: json.loads(s) if isinstance(s, str) and s else {})
+    return {name: parsed.map(lambda d, n=name: str(d[n]) if n in d else "default")
+            for name in sorted({k for d in parsed for k in d})}
 
 
 def environment_rows(data: ReportData) -> list[tuple[str, str]]:

@@ -6,6 +6,7 @@ from html import escape
 from .._version import __version__
 from ._data import ReportData, budget_text, environment_rows, time_rows
 from ._plots import Figure, figures
+from ._repair import html as repair_section
 from ._rows import DIMENSION_HEADERS, FAILURE_HEADERS, TRIAL_HEADERS, dimension_rows, failure_rows, trial_rows
 from ._verdict import verdict
 
@@ -81,6 +82,7 @@ def render_html(data: ReportData) -> str:
         _table_section("failures", "Failed and unfinished trials", FAILURE_HEADERS, failure_rows(data),
                        "No trial failed."),
         _graph_breaks_section(data),
+        repair_section(data, _table),
         _recompiles_section(data),
         _time_section(data),
         _environment_section(data),

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from ._data import ReportData, budget_text, environment_rows, time_rows
+from ._repair import markdown as repair_section
 from ._rows import DIMENSION_HEADERS, FAILURE_HEADERS, TRIAL_HEADERS, dimension_rows, failure_rows, trial_rows
 from ._verdict import verdict
 
@@ -59,6 +60,7 @@ def render_markdown(data: ReportData) -> str:
              b.get("reason") or "", b.get("hint") or "", str(len(b["trials"]))] for b in data.graph_breaks]), ""]
     else:
         out += ["No trial recorded a graph break.", ""]
+    out += repair_section(data, table)
     out += ["## Recompiles", ""]
     if data.recompiles:
         out += [table(("function", "where", "guard that failed", "trials"), [

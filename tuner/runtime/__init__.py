@@ -1,4 +1,5 @@
 """What training code calls in its own process: ``apply_config``, ``load_config``,
-``optimizer_step`` (apply.py) and loading a verified warm-start bundle (warmstart.py). The
+``optimizer_step`` (apply.py), the config's Dynamo settings around each compiled call (dynamo.py)
+and loading a verified warm-start bundle (warmstart.py). The
 tuner's side needs none of it except inside a trial process.
 """

@@ -12,6 +12,7 @@ from typing import Any, Mapping
 from ..config import BLOCKS, CompileConfig, TunedConfig, load_tuned_config
 from ..errors import ConfigError
 from ..targets import target_modules
+from .dynamo import resolved, scoped
 from .warmstart import load_warm_start
 
 
@@ -53,8 +54,11 @@ def apply_config(model, config: "CompileConfig | str | Path | Mapping[str, Any]"
         )
         raise ConfigError(f"target {cfg.target!r} matches no module of {type(model).__name__}", hint)
     kwargs = cfg.compile_kwargs()
+    dynamo = resolved(cfg.dynamo) if cfg.dynamo else None  # a bad name fails before anything compiles
     for _, module in regions:
         compile_in_place(module, kwargs)
+        if dynamo:  # per call, for this model only: tuner/runtime/dynamo.py says why
+            module.forward = scoped(module.forward, dynamo)
     return model
 
 
