@@ -143,7 +143,7 @@ ENV = {"torch": "2.13.0+cpu", "device": "cpu", "threads": 1}
 def run_on_fake_clock(tmp_path, workloads, spaces, monkeypatch, budget_s, **options):
     now = [1000.0]
 
-    def measure(self, config, label="trial", compile_budget_s=None, warm=True):
+    def measure(self, config, label="trial", compile_budget_s=None, warm=True, reuse_cache=False):
         now[0] += WALL
         result = {"status": "ok", "eager_step_s": 0.01, "step_s": 0.01 / 1.5, "correct": True, "peak_memory_mb": 10.0,
                   "eager_peak_memory_mb": 10.0, "environment": ENV, "trial_wall_s": WALL}

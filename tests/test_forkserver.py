@@ -5,6 +5,7 @@ import signal
 from pathlib import Path
 
 from tuner import forkserver
+from tuner.measure import forkserver as forkserver_module
 from tuner.isolated import run_isolated
 from tuner.spec import TrialSpec
 
@@ -71,3 +72,15 @@ def test_a_forked_trial_that_segfaults_is_a_crash_and_its_group_is_gone(tmp_path
     result = run_isolated(spec(workload), timeout=300, work_dir=tmp_path)
     assert result["status"] == "failed" and result["failure"]["category"] == "crashed", result.get("failure")
     assert "SIGSEGV" in result["failure"]["raw"]
+
+
+def test_a_workload_that_cannot_run_twice_in_one_process_still_runs(tmp_path):
+    """The launcher imports what the workload imports, never the file itself (a backend or custom
+    op registered at import would be registered twice)."""
+    workload = tmp_path / "once.py"
+    workload.write_text("import torch\nimport torch._dynamo\n\n@torch._dynamo.register_backend\n"
+                        "def only_once_backend(gm, inputs):\n    return gm.forward\n\n"
+                        "def build_model():\n    return torch.nn.Linear(4, 4)\n\n"
+                        "def example_inputs():\n    return (torch.randn(2, 4),)\n")
+    assert run_isolated(spec(workload), timeout=300, work_dir=tmp_path)["status"] == "ok"
+    assert forkserver_module.workload_imports(str(workload)) == ["torch", "torch._dynamo"]

@@ -28,7 +28,7 @@ def test_quick_space_is_a_handful_of_configs():
         ("target: [whole]\nbackedn: [inductor]\n", "line 2: `backedn` is not a search-space key"),
         ("backend: [inductor, indcutor]\n", "line 1: `backend` has unknown backend 'indcutor'"),
         ("mode: [fast]\n", "line 1: `mode` has unknown mode 'fast'"),
-        ("dynamic: [maybe]\n", "`dynamic` values must be null, true or false"),
+        ("dynamic: [maybe]\n", "`dynamic` values must be null, true, false or marked"),
         ("fullgraph: [yes please]\n", "`fullgraph` values must be true or false"),
         ("options:\n  freezing: [true]\n  not_an_option: [1]\n", "line 3: `options.not_an_option` is not an inductor option"),
         ("options:\n  freezing: [\"yes\"]\n", "`options.freezing` values must be bool"),

@@ -116,4 +116,4 @@ def test_workers_on_a_cpu_are_told_they_share_the_cores():
     from tuner.workers import device_plan
 
     envs, line = device_plan(2, "cpu")
-    assert envs == [{}, {}] and "share this machine's" in line and "noisier" in line
+    assert envs == [{}, {}] and "share this machine's" in line and "take turns timing" in line

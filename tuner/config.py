@@ -52,6 +52,11 @@ class CompileConfig:
     """Inductor config overrides, e.g. ``{"freezing": True}``."""
     compile_optimizer: bool = False
     """Training only: also compile the optimizer step (see :func:`optimizer_step`)."""
+    mark_dynamic: Mapping[str, Mapping[int, Any]] = field(default_factory=dict)
+    """Per-dimension dynamic shapes, whole-model target only: input (positional index or keyword
+    name) -> dimension -> ``[min, max]`` seen over the input schedule. Those dimensions, and only
+    those, are marked dynamic on every call (``torch._dynamo.mark_dynamic``; ``maybe_mark_dynamic``
+    where the range reaches 0 or 1, which Dynamo specialises); see tuner/runtime/marks.py."""
     dynamo: Mapping[str, Any] = field(default_factory=dict)
     """``torch._dynamo.config`` overrides for this model's compiled code, any backend, e.g.
     ``{"capture_scalar_outputs": True}``: YAML scalars, or lists of dotted names for the settings
@@ -76,6 +81,10 @@ class CompileConfig:
         # Freeze the mapping so the dataclass stays hashable-by-key and safe to share.
         object.__setattr__(self, "options", dict(sorted(self.options.items())))
         object.__setattr__(self, "dynamo", _dynamo_settings(self.dynamo))
+        object.__setattr__(self, "mark_dynamic", _marks(self.mark_dynamic))
+        if self.mark_dynamic and self.target != WHOLE:
+            raise ConfigError(f"`mark_dynamic` marks the model's inputs, so it needs `target: whole`, got "
+                              f"{self.target!r}", "drop mark_dynamic, or compile the whole model")
 
     @property
     def compiles(self) -> bool:
@@ -92,6 +101,8 @@ class CompileConfig:
             "compile_optimizer": self.compile_optimizer,
             **({"dynamo": {k: list(v) if isinstance(v, list) else v for k, v in self.dynamo.items()}}
                if self.dynamo else {}),  # absent when empty: older configs keep their keys
+            **({"mark_dynamic": {k: {d: list(r) for d, r in dims.items()} for k, dims in self.mark_dynamic.items()}}
+               if self.mark_dynamic else {}),
         }
 
     @classmethod
@@ -114,6 +125,8 @@ class CompileConfig:
         d = self.to_dict()
         if not self.compile_optimizer:
             del d["compile_optimizer"]  # keeps keys of configs from before this field stable
+        if "mark_dynamic" in d:  # JSON keys are strings: the dims too
+            d["mark_dynamic"] = {k: {str(dim): r for dim, r in dims.items()} for k, dims in d["mark_dynamic"].items()}
         if self.backend not in BACKENDS_WITH_MODES:
             # Other backends ignore mode and options (torch logs and drops them).
             d["mode"], d["options"] = None, {}
@@ -131,6 +144,8 @@ class CompileConfig:
         label = "/".join(parts)
         if self.dynamic is not None:
             label += f" dynamic={self.dynamic}"
+        if self.mark_dynamic:
+            label += " dynamic=" + ",".join(f"{k}[{d}]" for k, dims in self.mark_dynamic.items() for d in dims)
         if self.fullgraph:
             label += " fullgraph"
         for k, v in self.options.items():
@@ -164,6 +179,21 @@ class CompileConfig:
         elif mode:
             kwargs["mode"] = mode
         return kwargs
+
+
+def _marks(marks) -> dict[str, dict[int, list[int]]]:
+    """``mark_dynamic`` checked and in one canonical form: {input: {dim: [min, max]}}."""
+    if not isinstance(marks, Mapping):
+        raise ConfigError(f"`mark_dynamic` must map inputs to {{dim: [min, max]}}, got {type(marks).__name__}")
+    out: dict[str, dict[int, list[int]]] = {}
+    for name, dims in sorted(marks.items(), key=lambda kv: str(kv[0])):
+        if not isinstance(dims, Mapping) or not dims:
+            raise ConfigError(f"`mark_dynamic.{name}` must map dimensions to [min, max], got {dims!r}")
+        try:
+            out[str(name)] = {int(d): [int(r[0]), int(r[1])] for d, r in sorted(dims.items(), key=lambda kv: int(kv[0]))}
+        except (TypeError, ValueError, IndexError, KeyError):
+            raise ConfigError(f"`mark_dynamic.{name}` must map dimensions to [min, max], got {dims!r}") from None
+    return out
 
 
 def _dynamo_settings(settings) -> dict[str, Any]:

@@ -1,9 +1,10 @@
 """Confirm the finalists: re-measure them side by side before anything is recommended.
 
 One timing per config during the search favours lucky configs on a noisy machine. So after the
-search the top few configs, eager and plain ``torch.compile`` are measured again, each in fresh
-processes (cold caches), interleaved round by round (A B C A B C ...) so slow phases of the
-machine hit every candidate alike. The verdict is decided on the medians; the spread across
+search the top few configs and plain ``torch.compile`` are measured again against eager, each in
+fresh processes, interleaved round by round (A B C A B C ...) so slow phases of the machine hit
+every candidate alike. They compile from the cache their search trial left (tuner/caches.py):
+the step times are re-measured, the cold compile time is the search's. The verdict is decided on the medians; the spread across
 rounds is the noise. A lead inside the noise is not a lead: the simpler choice wins (eager over
 any compile, plain ``torch.compile`` over a tuned config).
 """
@@ -31,8 +32,8 @@ class Confirmed:
     peak_memory: list[float] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
     totals: list[float] = field(default_factory=list)
-    warm_compile_s: float | None = None
-    """The compile time of a restart that keeps the cache (measured in the first round)."""
+    warm_compiles: list[float] = field(default_factory=list)
+    """Compile times of a restart that keeps the cache (tuner/caches.py)."""
 
     @property
     def ok(self) -> bool:
@@ -50,7 +51,7 @@ class Confirmed:
             "speedup_min": min(self.speedups) if self.speedups else None,
             "speedup_max": max(self.speedups) if self.speedups else None,
             "compile_time_s": self.median(self.compile_times),
-            "compile_time_warm_s": self.warm_compile_s,
+            "compile_time_warm_s": self.median(self.warm_compiles),
             "total_time_s": self.median(self.totals),
             "total_time_min_s": min(self.totals) if self.totals else None,
             "total_time_max_s": max(self.totals) if self.totals else None,
@@ -114,7 +115,7 @@ def confirm(finalists: list[CompileConfig], scoring: Scoring, measure: Callable[
             entry.eager_steps.append(float(result["eager_step_s"]))
             entry.peak_memory.append(float(result.get("peak_memory_mb") or 0.0))
             if result.get("compile_time_warm_s") is not None:
-                entry.warm_compile_s = float(result["compile_time_warm_s"])
+                entry.warm_compiles.append(float(result["compile_time_warm_s"]))
             eager_memory.append(float(result.get("eager_peak_memory_mb") or 0.0))
         if eager_memory:  # eager was timed in this round, inside the candidates' processes
             eager.speedups.append(1.0)
@@ -224,6 +225,17 @@ def _failures(entries) -> str:
     return ", ".join(f"{k} x{n}" if n > 1 else k for k, n in counts.most_common()) or "no rounds"
 
 
+def from_cache(result: dict, cold_compile_s: float | None) -> dict:
+    """A confirmation trial's result as the score reads it: a trial that compiled from the kept
+    cache measured the warm compile; its cold compile is the one measured cold before."""
+    if result.get("status") != "ok" or not result.get("compiled_from_cache"):
+        return result
+    result["compile_time_warm_s"] = result.get("compile_time_s")
+    if cold_compile_s is not None:
+        result["compile_time_s"] = float(cold_compile_s)
+    return result
+
+
 def confirm_finalists(study, scoring: Scoring, tuner: Tuner, k: int, rounds: int, log=print,
                       round_fits: Callable[[int, bool], bool] | None = None) -> dict | None:
     """Re-measure the top ``k`` with eager and plain compile (tuner/confirm.py); stored in the
@@ -249,9 +261,14 @@ def confirm_finalists(study, scoring: Scoring, tuner: Tuner, k: int, rounds: int
         return None
     log(f"confirming {len(finalists)} finalist(s) against eager and plain torch.compile: up to {rounds} "
         f"interleaved rounds in fresh processes ...")
+    cold = {key: t.user_attrs.get("compile_time_s") for key, t in tuner.measured_by_key().items()}
+
     def measure(config, label, first=False):
-        # Warm compiles are measured here, for finalists only; the cold score needs one round's.
-        return tuner.measure(config, label, warm=first or scoring.compile_cost == "warm")
+        # From the search trial's cache where it was kept (tuner/caches.py): the compile measured
+        # is then the warm one, and the cold one is the search's. Without a cache (a resumed run)
+        # the trial compiles cold, and its first round times the warm compile in a second process.
+        result = tuner.measure(config, label, warm=first or scoring.compile_cost == "warm", reuse_cache=True)
+        return from_cache(result, cold.get(config.key()))
 
     try:
         decision = confirm(finalists, scoring, measure, rounds=rounds, log=log, round_fits=round_fits)

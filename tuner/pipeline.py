@@ -33,6 +33,7 @@ from .study import (ROLE_EAGER, StudyRun, StudySettings, check_settings, default
 from .threads import check_threads
 from .verdict import SKIPPED_ATTR, pick_best
 from .lanes import parse_parallel
+from .runtime.marks import varying_dims
 from .workers import lane_plan, run_workers
 from .workload import load_workload, validate_workload
 
@@ -157,7 +158,8 @@ def tune(opts: TuneOptions, log: Callable[[str], None] | None = None) -> TuneRes
     # --workers processes measure at the same thread count, and stop at the same deadline
     opts = dataclasses.replace(opts, threads=threads, budget_deadline=clock.deadline)
     space = load_space(opts.space).restrict(
-        device=device, task=opts.task, has_blocks=has_repeated_blocks(workload.make_model()))
+        device=device, task=opts.task, has_blocks=has_repeated_blocks(workload.make_model()),
+        varying_dims=varying_dims([workload.make_inputs(), *(workload.make_schedule() or [])]))
     out_dir = Path(opts.out or Path("results") / workload.name)
     out_dir.mkdir(parents=True, exist_ok=True)
     prestart_launcher(str(workload.path), device, threads, out_dir / "work")  # imports while the study opens
@@ -242,6 +244,8 @@ def _run_study(opts: TuneOptions, log, workload, device: str, threads: int, spac
         study.set_user_attr(SKIPPED_ATTR, "interrupted" if failure is None else "stopped by an error")
     elif opts.objective == "time":
         _confirm(study, run, tuner, opts, clock, log)
+    if not run.interrupted:
+        tuner.caches.clear()  # an interrupted run keeps them: the resumed run confirms from them
     tuned = _write(study, run, device, out_dir, clock)
     if failure is not None:
         raise failure

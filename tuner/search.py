@@ -20,6 +20,7 @@ from .interrupts import check as stop_if_interrupted, interruptible
 from .config import EAGER, PLAIN_COMPILE, CompileConfig
 from .errors import StudyError
 from . import lanes
+from .caches import KEEP as KEEP_CACHES, KeptCaches
 from .isolated import run_isolated
 from .score import Scoring
 from .space import SearchSpace
@@ -49,17 +50,20 @@ class Tuner:
         self.on_trial = on_trial or (lambda attrs: None)
         self.log = log or logging.getLogger(__name__).info
         self._rng = random.Random(settings.seed + worker)
+        self.caches = KeptCaches(work_dir)
         self.poll_s = min(2.0, float(settings.heartbeat_s))
 
     # -- measuring
 
     def measure(self, config: CompileConfig, label: str = "trial", compile_budget_s: float | None = None,
-                warm: bool | None = None) -> dict:
+                warm: bool | None = None, reuse_cache: bool = False) -> dict:
         """One isolated trial of ``config``. With ``warm``, an inductor config also gets its warm
         (cache kept) compile time measured in a second process; by default only where the score
-        counts it (``--compile-cost warm``): that process costs about a compile's time, and under
-        the cold score only a finalist's warm compile is worth it (confirmation measures those).
-        ``label`` names its trace."""
+        counts it (``--compile-cost warm``): that process costs about a compile's time.
+        An inductor trial that compiled cold leaves its cache in :attr:`caches`; with
+        ``reuse_cache`` (confirmation) the trial compiles from that cache when there is one, and
+        says so (``compiled_from_cache``): its compile time is then the warm one, measured in the
+        trial itself (tuner/caches.py). ``label`` names its trace."""
         s = self.settings
         if warm is None:
             warm = s.compile_cost == "warm"
@@ -72,17 +76,30 @@ class Tuner:
         if s.trace_dir and config.compiles:
             # TORCH_TRACE: the structured compile trace that PyTorch's tlparse renders.
             env["TORCH_TRACE"] = str((Path(s.trace_dir) / label).resolve())
-        warm = warm and config.compiles and config.backend == "inductor"
-        result = run_isolated(spec, timeout=s.trial_timeout, work_dir=self.work_dir, env_extra=env,
-                              keep_cache=warm, compile_budget_s=compile_budget_s)
+        inductor = config.compiles and config.backend == "inductor"
+        cached = self.caches.get(config.key()) if reuse_cache and inductor else None
+        warm = warm and inductor and cached is None
+        result = run_isolated(spec, timeout=s.trial_timeout, work_dir=self.work_dir, env_extra=env, cache_dir=cached,
+                              keep_cache=inductor and cached is None, compile_budget_s=compile_budget_s)
         if env:
             result["trace_dir"] = env["TORCH_TRACE"]
+        if cached is not None:
+            result["compiled_from_cache"] = True
         if result.get("cache_dir"):
             cache = Path(result.pop("cache_dir"))
             if result.get("status") == "ok":
-                result.update(self._warm_compile(spec, cache, result))
+                if warm:
+                    result.update(self._warm_compile(spec, cache, result))
+                self._keep_cache(config, cache, result)
             shutil.rmtree(cache, ignore_errors=True)
         return result
+
+    def _keep_cache(self, config: CompileConfig, cache: Path, result: dict) -> None:
+        """Keep the cache of a config that may become a finalist; drop those that fell behind."""
+        self.caches.keep(config.key(), cache)
+        best = sorted((t for t in self.measured_by_key().values() if t.value is not None), key=lambda t: t.value)
+        keys = [PLAIN_COMPILE.key(), config.key(), *(t.user_attrs["config_key"] for t in best[:KEEP_CACHES])]
+        self.caches.prune(keys)
 
     def _warm_compile(self, spec: TrialSpec, cache: Path, result: dict) -> dict:
         """The same config compiled again in a fresh process that finds the trial's cache: what

@@ -6,7 +6,7 @@ A space file lists, per dimension, the values to try::
     target: [whole, blocks]          # or module-name globs such as "layers.*"
     backend: [inductor, aot_eager]
     mode: [default, max-autotune-no-cudagraphs]   # inductor only
-    dynamic: [null, true, false]
+    dynamic: [null, true, false, marked]   # marked: exactly the inputs' dims that vary
     fullgraph: [false, true]
     compile_optimizer: [false, true]  # training only: also compile the optimizer step
     options:                          # inductor config overrides, inductor only
@@ -42,6 +42,8 @@ TOP_LEVEL_KEYS = ("description",) + DIMENSIONS
 CUDA_ONLY_BACKENDS = {"cudagraphs"}
 CUDA_ONLY_MODES = {"reduce-overhead", "max-autotune"}
 INFERENCE_ONLY_OPTIONS = {"freezing"}
+#: The ``dynamic`` choice that marks exactly the input dimensions that vary over the schedule.
+MARKED = "marked"
 
 
 @dataclass
@@ -60,6 +62,9 @@ class SearchSpace:
     dynamo: dict[str, list] = field(default_factory=dict)
     """torch._dynamo.config name -> choices (any backend); the model check's repairs land here too."""
     skipped: list[str] = field(default_factory=list)
+    marks: dict = field(default_factory=dict)
+    """What ``dynamic: marked`` marks: the input dimensions that vary over the schedule (set by
+    :meth:`restrict`; tuner/runtime/marks.py)."""
 
     def suggest(self, trial) -> CompileConfig:
         """Ask an Optuna trial for one config; mode and options only exist under inductor."""
@@ -75,13 +80,22 @@ class SearchSpace:
         compile_optimizer = trial.suggest_categorical("compile_optimizer", self.compile_optimizer)
         dynamo = {n: dynamo_settings.from_param(trial.suggest_categorical(
             f"dynamo.{n}", [dynamo_settings.param(c) for c in cs]), cs) for n, cs in self.dynamo.items()}
-        return CompileConfig(target, backend, mode, dynamic, fullgraph, _drop_defaults(options), compile_optimizer,
+        return CompileConfig(target, backend, mode, fullgraph=fullgraph, options=_drop_defaults(options),
+                             compile_optimizer=compile_optimizer, **self._dynamic(dynamic, target),
                              dynamo=dynamo_settings.drop_defaults(dynamo))
+
+    def _dynamic(self, choice, target: str) -> dict[str, Any]:
+        """The config fields of a ``dynamic`` choice; ``marked`` marks the model's inputs, so with
+        another target it is plain automatic dynamic (the same config as ``null``)."""
+        if choice != MARKED:
+            return {"dynamic": choice}
+        return {"dynamic": None, "mark_dynamic": self.marks if target == WHOLE else {}}
 
     def params_for(self, cfg: CompileConfig) -> dict[str, Any]:
         """The Optuna params that make :meth:`suggest` return ``cfg`` (for enqueue_trial)."""
         params: dict[str, Any] = {
-            "target": cfg.target, "backend": cfg.backend, "dynamic": cfg.dynamic, "fullgraph": cfg.fullgraph,
+            "target": cfg.target, "backend": cfg.backend, "fullgraph": cfg.fullgraph,
+            "dynamic": MARKED if cfg.mark_dynamic else cfg.dynamic,
             "compile_optimizer": cfg.compile_optimizer,
         }
         dynamo_defaults = dynamo_settings.known_settings() if self.dynamo else {}
@@ -107,8 +121,14 @@ class SearchSpace:
             if dim == "mode" and base.backend != "inductor":
                 continue
             for value in getattr(self, dim):
+                if dim == "dynamic":
+                    changed = replace(base, **self._dynamic(value, base.target))
+                    if changed.key() != base.key():
+                        out.append(changed)
+                    continue
                 if value != getattr(base, dim):
-                    changed = replace(base, **{dim: value})
+                    drop_marks = {"mark_dynamic": {}} if dim == "target" and value != WHOLE else {}
+                    changed = replace(base, **{dim: value}, **drop_marks)
                     if dim == "backend" and value != "inductor":
                         changed = replace(changed, mode=None, options={})
                     elif dim == "backend":
@@ -146,14 +166,17 @@ class SearchSpace:
             )
             for mode, values in itertools.product(modes, list(option_sets)):
                 opts = _drop_defaults(dict(zip(option_names, values)))
-                cfg = CompileConfig(target, backend, mode, dynamic, fullgraph, opts, compile_optimizer)
+                cfg = CompileConfig(target, backend, mode, fullgraph=fullgraph, options=opts,
+                                    compile_optimizer=compile_optimizer, **self._dynamic(dynamic, target))
                 for dynamo in dynamo_sets:
                     with_dynamo = replace(cfg, dynamo=dynamo)
                     seen.setdefault(with_dynamo.key(), with_dynamo)
         return list(seen.values())
 
-    def restrict(self, *, device: str, task: str, has_blocks: bool) -> "SearchSpace":
-        """Drop choices that cannot work here; record each drop in ``skipped``."""
+    def restrict(self, *, device: str, task: str, has_blocks: bool,
+                 varying_dims: dict | None = None) -> "SearchSpace":
+        """Drop choices that cannot work here; record each drop in ``skipped``. ``varying_dims``:
+        the input dimensions that vary over the schedule (what ``dynamic: marked`` marks)."""
         cuda = device.startswith("cuda")
 
         def keep(dim: str, values: list, bad: set, why: str) -> list:
@@ -178,6 +201,13 @@ class SearchSpace:
                 del self.options[name]
         if not has_blocks:
             self.target = keep("target", self.target, {BLOCKS}, "the model has no repeated submodule class")
+        self.marks = dict(varying_dims or {})
+        if not self.marks:
+            self.dynamic = keep("dynamic", self.dynamic, {MARKED}, "no input dimension varies over the input schedule")
+        elif MARKED in self.dynamic and WHOLE not in self.target:
+            self.dynamic = keep("dynamic", self.dynamic, {MARKED}, "it marks the model's inputs: needs target whole")
+        if not self.dynamic:
+            self.dynamic = [None]
         for dim in ("target", "backend", "mode"):
             if not getattr(self, dim):
                 raise SpaceError(
@@ -312,8 +342,8 @@ def _validate(data: dict, path: Path, lines: dict[str, int]) -> SearchSpace:
     if "dynamic" in data:
         space.dynamic = choices("dynamic", data["dynamic"])
         for d in space.dynamic:
-            if d not in (None, True, False):
-                fail("dynamic", f"values must be null, true or false, got {d!r}")
+            if d not in (None, True, False, MARKED):
+                fail("dynamic", f"values must be null, true, false or {MARKED}, got {d!r}")
     for flag in ("fullgraph", "compile_optimizer"):
         if flag in data:
             setattr(space, flag, choices(flag, data[flag]))

@@ -15,12 +15,13 @@ from typing import Any
 from ..diagnose import DynamoLogCapture
 from ..spec import TrialSpec
 from ..workload import call_model
+from ..runtime.marks import marked, varying_dims
 from .setup import prepare
 
 DYNAMIC_SETTINGS = (None, False, True)
 
 
-def _trace(model, inputs_list, *, dynamic=None, trace_numpy=True, train=False) -> dict[str, Any]:
+def _trace(model, inputs_list, *, dynamic=None, trace_numpy=True, train=False, marks=None) -> dict[str, Any]:
     import torch
     from torch._dynamo.utils import counters
 
@@ -28,6 +29,8 @@ def _trace(model, inputs_list, *, dynamic=None, trace_numpy=True, train=False) -
     counters.clear()
     m = copy.deepcopy(model)
     compiled = torch.compile(m.forward, backend="eager", dynamic=dynamic)
+    if marks:
+        compiled = marked(compiled, marks)
     error = None
     with torch._dynamo.config.patch(trace_numpy=trace_numpy), DynamoLogCapture() as logs:
         ctx = torch.enable_grad() if train else torch.no_grad()
@@ -85,17 +88,21 @@ def run_check(spec: TrialSpec) -> dict[str, Any]:
         per_dynamic = {}
         for dynamic in DYNAMIC_SETTINGS:
             traced = _trace(model, schedule, dynamic=dynamic, train=train)
-            per_dynamic[str(dynamic).lower() if dynamic is not None else "null"] = {
-                "recompiles": len(traced["recompiles"]),
-                "graphs": traced["graphs"],
-                "recompile_limit_hit": traced["recompile_limit_hit"],
-                "reasons": sorted({r["reason"] for r in traced["recompiles"]})[:5],
-                "error": traced["error"],
-            }
+            per_dynamic[str(dynamic).lower() if dynamic is not None else "null"] = _over_schedule(traced)
+        marks = varying_dims([inputs, *schedule])
+        if marks:  # what `dynamic: marked` does: exactly the dimensions that vary, from the start
+            traced = _trace(model, schedule, marks=marks, train=train)
+            per_dynamic["marked"] = {**_over_schedule(traced), "marks": marks}
         result["schedule"] = {"length": len(schedule), "dynamic": per_dynamic,
                               "recommended_dynamic": _recommend(per_dynamic)}
     result["seconds"] = time.perf_counter() - start
     return result
+
+
+def _over_schedule(traced: dict) -> dict[str, Any]:
+    return {"recompiles": len(traced["recompiles"]), "graphs": traced["graphs"],
+            "recompile_limit_hit": traced["recompile_limit_hit"],
+            "reasons": sorted({r["reason"] for r in traced["recompiles"]})[:5], "error": traced["error"]}
 
 
 def _recommend(per_dynamic: dict[str, dict]) -> str:
@@ -136,7 +143,9 @@ def format_check(found: dict[str, Any], name: str) -> str:
             extra = " (hit the recompile limit: later shapes run eagerly)" if v["recompile_limit_hit"] else ""
             extra += f" error: {v['error']}" if v["error"] else ""
             reason = f"  e.g. {v['reasons'][0]}" if v["reasons"] else ""
-            lines.append(f"    dynamic={key:5s} {v['recompiles']} recompile(s), {v['graphs']} graph(s){extra}{reason}")
+            marks = " " + ", ".join(f"{k}[{d}] {r[0]}-{r[1]}" for k, dims in v["marks"].items()
+                                    for d, r in dims.items()) if v.get("marks") else ""
+            lines.append(f"    dynamic={key:5s} {v['recompiles']} recompile(s), {v['graphs']} graph(s){extra}{reason}{marks}")
         rec = sched["recommended_dynamic"]
         why = {"null": "the default settles after few recompiles",
                "true": "fewest recompiles; static shapes recompile for every new shape",

@@ -6,8 +6,8 @@ imports them once, then forks one child per trial. A child is as isolated as a f
 where it matters: nothing was compiled here, so no Dynamo cache, no kernel and no inductor
 cache directory is shared; each child gets its own session (killable as a group), its own log,
 environment (its own ``TORCHINDUCTOR_CACHE_DIR``) and working directory. The workload file is
-executed again in every child (``load_workload``), so its module state is fresh too; only its
-imports are already loaded.
+executed in every child (``load_workload``), never here, so its module state is fresh; only the
+packages it imports are loaded already (read from its source).
 
 Protocol (the client is tuner/forkserver.py): one JSON object per line. The parent writes
 ``{"id", "argv", "env", "cwd", "log"}``; this process answers ``{"ready": true}`` once,
@@ -17,6 +17,7 @@ and dies with the parent (``die_with_parent``); its children die with it.
 """
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import select
@@ -35,13 +36,33 @@ def preload(workload: str | None) -> None:
 
     from . import __main__  # noqa: F401  (the trial's own modules)
 
-    if workload:
-        from ..workload import load_workload
-
+    for name in workload_imports(workload):
         try:
-            load_workload(workload)  # for its imports; each child executes the file again
-        except Exception:  # noqa: BLE001 - the trial itself reports a broken workload
+            importlib.import_module(name)
+        except BaseException:  # noqa: BLE001 - the trial imports it again and reports what fails
             pass
+
+
+def workload_imports(workload: str | None) -> list[str]:
+    """The packages the workload file imports at its top level (``transformers``, ...), read from
+    its source, not by running it: a file executed twice may fail where once works (a backend or
+    custom op registered twice), and each trial executes it afresh anyway. Modules beside the file
+    are left out (they are not on this process's path): they are the user's code too."""
+    import ast
+
+    if not workload:
+        return []
+    try:
+        tree = ast.parse(open(workload, encoding="utf-8").read())
+    except (OSError, SyntaxError, ValueError):
+        return []
+    names = []
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            names += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.append(node.module)
+    return list(dict.fromkeys(names))
 
 
 def serve(requests: int, answers: int) -> None:

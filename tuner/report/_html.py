@@ -7,7 +7,8 @@ from .._version import __version__
 from ._data import ReportData, budget_text, environment_rows, time_rows
 from ._plots import Figure, figures
 from ._repair import html as repair_section
-from ._rows import DIMENSION_HEADERS, FAILURE_HEADERS, TRIAL_HEADERS, dimension_rows, failure_rows, trial_rows
+from ._rows import (DIMENSION_HEADERS, DYNAMIC_HEADERS, FAILURE_HEADERS, TRIAL_HEADERS, dimension_rows,
+                    dynamic_rows, failure_rows, trial_rows)
 from ._verdict import verdict
 
 CSS = """
@@ -83,6 +84,8 @@ def render_html(data: ReportData) -> str:
                        "No trial failed."),
         _graph_breaks_section(data),
         repair_section(data, _table),
+        _table_section("dynamic", "Dynamic shapes over the input schedule", DYNAMIC_HEADERS, dynamic_rows(data),
+                       "Only one dynamic-shape choice was measured over the schedule."),
         _recompiles_section(data),
         _time_section(data),
         _environment_section(data),

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from ._data import ReportData, budget_text, environment_rows, time_rows
 from ._repair import markdown as repair_section
-from ._rows import DIMENSION_HEADERS, FAILURE_HEADERS, TRIAL_HEADERS, dimension_rows, failure_rows, trial_rows
+from ._rows import (DIMENSION_HEADERS, DYNAMIC_HEADERS, FAILURE_HEADERS, TRIAL_HEADERS, dimension_rows,
+                    dynamic_rows, failure_rows, trial_rows)
 from ._verdict import verdict
 
 
@@ -61,6 +62,9 @@ def render_markdown(data: ReportData) -> str:
     else:
         out += ["No trial recorded a graph break.", ""]
     out += repair_section(data, table)
+    dynamic = dynamic_rows(data)
+    if dynamic:
+        out += ["## Dynamic shapes over the input schedule", "", table(DYNAMIC_HEADERS, dynamic), ""]
     out += ["## Recompiles", ""]
     if data.recompiles:
         out += [table(("function", "where", "guard that failed", "trials"), [

@@ -14,6 +14,8 @@ TRIAL_HEADERS = ("#", "role", "config", "state", "total", "compile", "step", "sp
                  "correct", "graph breaks", "recompiles", "note")
 FAILURE_HEADERS = ("#", "config", "state", "category", "what happened", "what to do", "message")
 DIMENSION_HEADERS = ("setting", "value", "trials", "failed", "median total", "best total")
+DYNAMIC_HEADERS = ("dynamic", "config", "recompiles", "compile (recompiles included)", "step over the schedule",
+                   "total")
 #: Raw failure messages are cut to this many characters in tables (trials.csv has them whole).
 RAW_CHARS = 240
 
@@ -86,3 +88,21 @@ def _unfinished_text(r) -> str:
 def dimension_rows(data: ReportData) -> list[list]:
     return [[r["dimension"], r["value"], str(r["trials"]), str(r["failed"]),
              seconds(r["median_total_s"]), seconds(r["best_total_s"])] for r in data.dimension_values()]
+
+
+def dynamic_rows(data: ReportData) -> list[list]:
+    """Completed trials over an input schedule, by their ``dynamic`` choice (``marked``: exactly
+    the input dimensions that vary); empty unless more than one choice was measured."""
+    frame = data.frame
+    done = frame[(frame["state"] == "COMPLETE") & frame["total_time_s"].notna() & frame["backend"].notna()]
+    if "schedule_len" not in done.columns:
+        return []
+    done = done[done["schedule_len"].notna() & done["duplicate_of"].isna()]
+    if done["dynamic"].map(str).nunique() < 2:
+        return []
+    rows = []
+    for _, r in done.sort_values(["total_time_s"]).iterrows():
+        rows.append(["null (automatic)" if missing(r.get("dynamic")) else text(r.get("dynamic")),
+                     text(r.get("config_label")), count(r.get("recompiles")), seconds(r.get("compile_time_s")),
+                     millis(r.get("step_time_s")), seconds(r.get("total_time_s"))])
+    return rows

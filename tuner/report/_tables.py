@@ -31,7 +31,7 @@ def trials_frame(study) -> pd.DataFrame:
         row.update({k: v for k, v in attrs.items() if k not in _DETAIL_COLUMNS})
         row.update(
             target=cfg.get("target"), backend=cfg.get("backend"), mode=cfg.get("mode"),
-            dynamic=cfg.get("dynamic"), fullgraph=cfg.get("fullgraph"),
+            dynamic="marked" if cfg.get("mark_dynamic") else cfg.get("dynamic"), fullgraph=cfg.get("fullgraph"),
             options=json.dumps(cfg.get("options") or {}, sort_keys=True),
             dynamo=json.dumps(cfg.get("dynamo") or {}, sort_keys=True),
             correctness_error=attrs.get("correctness_error"),

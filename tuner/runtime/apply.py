@@ -13,6 +13,7 @@ from ..config import BLOCKS, CompileConfig, TunedConfig, load_tuned_config
 from ..errors import ConfigError
 from ..targets import target_modules
 from .dynamo import resolved, scoped
+from .marks import marked
 from .warmstart import load_warm_start
 
 
@@ -56,7 +57,7 @@ def apply_config(model, config: "CompileConfig | str | Path | Mapping[str, Any]"
     kwargs = cfg.compile_kwargs()
     dynamo = resolved(cfg.dynamo) if cfg.dynamo else None  # a bad name fails before anything compiles
     for _, module in regions:
-        compile_in_place(module, kwargs)
+        compile_in_place(module, kwargs, cfg.mark_dynamic)
         if dynamo:  # per call, for this model only: tuner/runtime/dynamo.py says why
             module.forward = scoped(module.forward, dynamo)
     return model
@@ -143,16 +144,18 @@ def _warn_on_thread_mismatch(tuned_on: Mapping[str, Any], path) -> None:
         )
 
 
-def compile_in_place(module, kwargs: dict[str, Any]) -> None:
+def compile_in_place(module, kwargs: dict[str, Any], marks: Mapping[str, Any] | None = None) -> None:
     """Compile ``module.forward`` and keep the module object (and its state_dict keys).
 
     ``nn.Module.compile()`` compiles ``_call_impl``, and torch 2.13 silently skips that frame
     for classes defined inside ``torch.nn`` (``nn.Sequential``, ``nn.TransformerEncoderLayer``):
-    nothing gets compiled. Wrapping the bound ``forward`` works for every class.
+    nothing gets compiled. Wrapping the bound ``forward`` works for every class. With ``marks``
+    (``CompileConfig.mark_dynamic``) the inputs' varying dimensions are marked dynamic first.
     """
     import torch
 
-    module.forward = torch.compile(module.forward, **kwargs)
+    compiled = torch.compile(module.forward, **kwargs)
+    module.forward = marked(compiled, marks) if marks else compiled
 
 
 def optimizer_step(optimizer, config: "CompileConfig | str | Path | Mapping[str, Any]"):

@@ -1,0 +1,49 @@
+"""The inductor caches of measured configs, kept through the run for confirmation.
+
+A search trial compiles cold, in a cache directory of its own: its compile time is what a first
+run costs. Confirmation then re-times the finalists' steps in fresh processes; compiling them
+cold again each round would re-measure a figure that is stable to a few percent (compile times
+are, on this kind of machine; step times vary 10-20 % between processes) at the price of the
+whole compile. So the cache of each measured config is kept, and confirmation trials compile
+from it: the same kernels, in seconds. Their cold compile time is the search's measurement, and
+the compile they do measure is the warm one (a restart that keeps the cache) at no extra cost.
+Only the caches of the best few configs are kept; all are removed when the run ends.
+"""
+from __future__ import annotations
+
+import hashlib
+import shutil
+from pathlib import Path
+
+#: Caches kept at once: the best configs so far (plain torch.compile's is always kept). Enough
+#: for the finalists (--confirm, 2 by default) with room for the ranking to change.
+KEEP = 6
+
+
+class KeptCaches:
+    def __init__(self, work_dir: Path) -> None:
+        self.root = Path(work_dir) / "caches"
+
+    def path(self, key: str) -> Path:
+        return self.root / hashlib.sha256(key.encode()).hexdigest()[:16]
+
+    def get(self, key: str) -> Path | None:
+        path = self.path(key)
+        return path if path.is_dir() else None
+
+    def keep(self, key: str, cache: Path) -> None:
+        """Move a trial's own cache directory here, as the cache of ``key``."""
+        dest = self.path(key)
+        shutil.rmtree(dest, ignore_errors=True)
+        self.root.mkdir(parents=True, exist_ok=True)
+        shutil.move(str(cache), str(dest))
+
+    def prune(self, keys: list[str]) -> None:
+        """Keep only the caches of ``keys``."""
+        wanted = {self.path(k).name for k in keys}
+        for path in self.root.glob("*") if self.root.is_dir() else []:
+            if path.name not in wanted:
+                shutil.rmtree(path, ignore_errors=True)
+
+    def clear(self) -> None:
+        shutil.rmtree(self.root, ignore_errors=True)
