@@ -1,10 +1,11 @@
-"""Run one trial in a fresh Python process and turn whatever happens into a measurement.
+"""Run one trial in a process of its own and turn whatever happens into a measurement.
 
 A process per trial means no Dynamo state, no threads and no in-memory kernels shared between
 trials; a fresh ``TORCHINDUCTOR_CACHE_DIR`` means the compile time is the cold cost a user pays
-on a first run. The process is forked from a launcher that has imported torch and the workload
-and compiled nothing (tuner/forkserver.py), so a trial skips seconds of imports. The child may crash (segfault, OOM kill) or hang: the parent kills
-its whole process group on timeout and records the failure; the study goes on.
+on a first run. The process is forked from a launcher that has imported torch and the workload's
+packages and compiled nothing (tuner/forkserver.py), so a trial skips seconds of imports. The
+child may crash (segfault, OOM kill) or hang: the parent kills its whole process group on
+timeout and records the failure; the study goes on.
 """
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from .interrupts import interruptible
-from . import forkserver
+from .forkserver import prestart as prestart_forked, start as start_forked
 from .diagnose import failure
 from .launch import python_command
 from .spec import TrialSpec
@@ -89,7 +90,7 @@ def run_isolated(
 
 def prestart_launcher(workload: str, device: str, threads: int, work_dir: Path) -> None:
     """Start the trial launcher in the background (tuner/forkserver.py), before the first trial."""
-    forkserver.prestart(workload if device == "cpu" else None, _child_env(threads, None, None), work_dir)
+    prestart_forked(workload if device == "cpu" else None, _child_env(threads, None, None), work_dir)
 
 
 def _start(spec: TrialSpec, argv: list[str], env: dict[str, str], log, log_path: Path, traced: bool):
@@ -97,7 +98,7 @@ def _start(spec: TrialSpec, argv: list[str], env: dict[str, str], log, log_path:
     interpreter where the launcher is off or unavailable, and for a traced trial (``TORCH_TRACE``
     is read when torch is imported, so the launcher's import would not trace)."""
     if not traced:
-        forked = forkserver.start(argv, env, log_path, workload=spec.workload if spec.device == "cpu" else None,
+        forked = start_forked(argv, env, log_path, workload=spec.workload if spec.device == "cpu" else None,
                                   server_env=_child_env(spec.threads, None, None))
         if forked is not None:
             return forked

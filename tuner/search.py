@@ -19,7 +19,7 @@ from typing import Any, Callable
 from .interrupts import check as stop_if_interrupted, interruptible
 from .config import EAGER, PLAIN_COMPILE, CompileConfig
 from .errors import StudyError
-from . import lanes
+from .lanes import from_env as lane_fields
 from .caches import KEEP as KEEP_CACHES, KeptCaches
 from .isolated import run_isolated
 from .score import Scoring
@@ -70,7 +70,7 @@ class Tuner:
         spec = TrialSpec(
             workload=str(Path(s.workload).resolve()), config=config.to_dict(), task=s.task, device=s.device,
             threads=s.threads, seed=s.seed, measure_seconds=s.measure_seconds, rounds=s.rounds,
-            memory_limit_mb=s.memory_limit_mb, **lanes.from_env(),
+            memory_limit_mb=s.memory_limit_mb, **lane_fields(),
         )
         env = {}
         if s.trace_dir and config.compiles:

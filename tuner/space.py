@@ -28,7 +28,10 @@ from typing import Any
 
 import yaml
 
-from . import dynamo_settings
+from .dynamo_settings import (combinations as dynamo_combinations, drop_defaults as dynamo_drop_defaults,
+                              from_param as dynamo_from_param, known_settings as dynamo_known_settings,
+                              neighbours as dynamo_neighbours, param as dynamo_param,
+                              validate_section as dynamo_validate_section)
 from .config import BLOCKS, MODES, NO_COMPILE, WHOLE, CompileConfig
 from .errors import SpaceError
 
@@ -78,11 +81,11 @@ class SearchSpace:
         dynamic = trial.suggest_categorical("dynamic", self.dynamic)
         fullgraph = trial.suggest_categorical("fullgraph", self.fullgraph)
         compile_optimizer = trial.suggest_categorical("compile_optimizer", self.compile_optimizer)
-        dynamo = {n: dynamo_settings.from_param(trial.suggest_categorical(
-            f"dynamo.{n}", [dynamo_settings.param(c) for c in cs]), cs) for n, cs in self.dynamo.items()}
+        dynamo = {n: dynamo_from_param(trial.suggest_categorical(
+            f"dynamo.{n}", [dynamo_param(c) for c in cs]), cs) for n, cs in self.dynamo.items()}
         return CompileConfig(target, backend, mode, fullgraph=fullgraph, options=_drop_defaults(options),
                              compile_optimizer=compile_optimizer, **self._dynamic(dynamic, target),
-                             dynamo=dynamo_settings.drop_defaults(dynamo))
+                             dynamo=dynamo_drop_defaults(dynamo))
 
     def _dynamic(self, choice, target: str) -> dict[str, Any]:
         """The config fields of a ``dynamic`` choice; ``marked`` marks the model's inputs, so with
@@ -98,9 +101,9 @@ class SearchSpace:
             "dynamic": MARKED if cfg.mark_dynamic else cfg.dynamic,
             "compile_optimizer": cfg.compile_optimizer,
         }
-        dynamo_defaults = dynamo_settings.known_settings() if self.dynamo else {}
+        dynamo_defaults = dynamo_known_settings() if self.dynamo else {}
         for name in self.dynamo:
-            params[f"dynamo.{name}"] = dynamo_settings.param(cfg.dynamo.get(name, dynamo_defaults.get(name)))
+            params[f"dynamo.{name}"] = dynamo_param(cfg.dynamo.get(name, dynamo_defaults.get(name)))
         if cfg.backend == "inductor":
             params["mode"] = cfg.mode if cfg.mode in self.mode else "default"
             if params["mode"] not in self.mode:
@@ -143,7 +146,7 @@ class SearchSpace:
                 for value in values:
                     if value != current:
                         out.append(replace(base, options=_drop_defaults({**base.options, name: value})))
-        out += [replace(base, dynamo=d) for d in dynamo_settings.neighbours(base.dynamo, self.dynamo)]
+        out += [replace(base, dynamo=d) for d in dynamo_neighbours(base.dynamo, self.dynamo)]
         for dim in ("fullgraph", "compile_optimizer"):
             for value in getattr(self, dim):
                 if value != getattr(base, dim):
@@ -154,7 +157,7 @@ class SearchSpace:
         """Every distinct config in the space (what an exhaustive sweep measures)."""
         seen: dict[str, CompileConfig] = {}
         option_names = list(self.options)
-        dynamo_sets = dynamo_settings.combinations(self.dynamo)
+        dynamo_sets = dynamo_combinations(self.dynamo)
         for target, backend, dynamic, fullgraph, compile_optimizer in itertools.product(
             self.target, self.backend, self.dynamic, self.fullgraph, self.compile_optimizer
         ):
@@ -358,7 +361,7 @@ def _validate(data: dict, path: Path, lines: dict[str, int]) -> SearchSpace:
         if not isinstance(data["dynamo"], dict):
             fail("dynamo", "must be a mapping of torch._dynamo.config setting -> choices",
                  "e.g. dynamo: {capture_scalar_outputs: [false, true]}")
-        space.dynamo = dynamo_settings.validate_section(data["dynamo"], fail)
+        space.dynamo = dynamo_validate_section(data["dynamo"], fail)
     return space
 
 
