@@ -177,7 +177,9 @@ def test_interrupting_and_rerunning_continues_the_study(tmp_path, workloads, spa
 
 def test_graph_break_model_is_tuned_with_breaks_counted_and_fullgraph_failing(tmp_path, cli, workloads):
     space = tmp_path / "space.yaml"
-    space.write_text("backend: [eager, aot_eager]\nfullgraph: [false, true]\n")
+    # Dynamo settings pinned at their defaults: the space gains no repair choices (tuner/repair.py)
+    space.write_text("backend: [eager, aot_eager]\nfullgraph: [false, true]\n"
+                     "dynamo:\n  capture_scalar_outputs: false\n  ignore_logging_functions: [[]]\n")
     out = tmp_path / "gb"
     proc = cli(str(workloads / "graph_breaks.py"), "--space", str(space), "--trials", "4", "--out", str(out), *FAST)
     assert proc.returncode == 0, proc.stderr
