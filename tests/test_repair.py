@@ -131,7 +131,7 @@ def test_torchs_own_break_reasons_map_to_the_setting_that_lifts_them(setting):
 
 
 def test_the_space_gains_a_repair_for_each_break_a_setting_lifts_unless_it_lists_it(tmp_path):
-    breaks = [{"file": str(REPAIRABLE), "line": line_of(".item()"), "code": "scale = h.abs().mean().item()",
+    breaks = [{"file": str(REPAIRABLE), "line": line_of(".mean().item()"), "code": "scale = h.abs().mean().item()",
                "reason": "Unsupported Tensor.item() call with capture_scalar_outputs=False: Dynamo does not support"},
               {"file": str(REPAIRABLE), "line": line_of("log.info"), "code": 'log.info("forward on %d rows", x.shape[0])',
                "reason": "logging.Logger method not supported for non-export cases: ..."},
@@ -141,7 +141,7 @@ def test_the_space_gains_a_repair_for_each_break_a_setting_lifts_unless_it_lists
     added = add_repairs(space, {"graph_breaks": breaks})
     assert space.dynamo == {"capture_scalar_outputs": [False, True],
                             "ignore_logging_functions": [[], ["logging.Logger.info"]]}
-    assert len(added) == 2 and f"repairable.py:{line_of('.item()')}" in added[0] and "+capture_scalar_outputs" in added[0]
+    assert len(added) == 2 and f"repairable.py:{line_of('.mean().item()')}" in added[0] and "+capture_scalar_outputs" in added[0]
     assert len(space.configs()) == 4
     listed = load_space(str(write(tmp_path, "backend: [eager]\ndynamo:\n  capture_scalar_outputs: true\n")))
     assert len(add_repairs(listed, {"graph_breaks": breaks})) == 1 and listed.dynamo["capture_scalar_outputs"] == [True]
@@ -188,12 +188,15 @@ def test_a_trial_records_fewer_graphs_and_breaks_with_each_setting(tmp_path):
         return result["graphs"], {b["line"] for b in result["graph_break_details"]}
 
     plain_graphs, plain_breaks = trial()
-    item, logging_call, branch = line_of(".item()"), line_of("log.info"), line_of("if h.sum()")
-    assert plain_breaks == {item, logging_call, branch}
+    item, branch = line_of(".mean().item()"), line_of("if h.sum()")
+    logging_calls = {i for i, line in enumerate(REPAIRABLE.read_text().splitlines(), 1) if "log.info(" in line
+                     or "log.debug(" in line}
+    assert len(logging_calls) == 4
+    assert plain_breaks == {item, branch, *logging_calls}
     graphs, breaks = trial(capture_scalar_outputs=True)
-    assert graphs < plain_graphs and breaks == {logging_call, branch}
-    graphs, breaks = trial(ignore_logging_functions=["logging.Logger.info"])
-    assert graphs < plain_graphs and breaks == {item, branch}
+    assert graphs < plain_graphs and breaks == {branch, *logging_calls}
+    graphs, breaks = trial(ignore_logging_functions=["logging.Logger.debug", "logging.Logger.info"])
+    assert graphs < plain_graphs - 1 and breaks == {item, branch}
 
 
 # --------------------------------------------------------------------------- what each setting did
@@ -225,22 +228,28 @@ def test_effects_name_the_break_each_setting_removed_and_what_it_saved():
 
 
 def test_a_run_finds_fewer_graphs_than_plain_compile_and_the_report_says_which_setting_removed_which_break(tmp_path):
+    # Two search trials: the walk from plain torch.compile tries each setting the check added.
     out = tmp_path / "repairable"
-    proc = run_cli(str(REPAIRABLE), "--space", str(SPACES / "repair.yaml"), "--trials", "4", "--out", str(out),
-                   *[f for f in FAST if f != "--no-check"])
+    proc = run_cli(str(REPAIRABLE), "--space", str(SPACES / "repair.yaml"), "--trials", "2", "--threads", "1",
+                   "--out", str(out), *[f for f in FAST if f != "--no-check"])
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "repair: the search tries dynamo +capture_scalar_outputs" in proc.stdout
-    assert "repair: the search tries dynamo ignore_logging_functions=[Logger.info]" in proc.stdout
-    assert "graph-break repair" in proc.stdout
+    assert "repair: the search tries dynamo ignore_logging_functions=[Logger.debug,Logger.info]" in proc.stdout
+    assert "graph-break repair" in proc.stdout and "+capture_scalar_outputs: removed repairable.py:" in proc.stdout
     import pandas as pd
 
     trials = pd.read_csv(out / "trials.csv")
+    compiled = trials[trials["role"].isin(("plain", "search")) & (trials["state"] == "COMPLETE")]
+    plain_graphs = int(compiled[compiled["role"] == "plain"]["graphs"].iloc[0])
+    fastest = compiled.sort_values("total_time_s").iloc[0]
+    # Fewer graphs is fewer Dynamo entries and kernel calls per step: faster over the scored steps.
+    assert int(fastest["graphs"]) < plain_graphs and fastest["dynamo"] != "{}", compiled[["config_label", "graphs", "total_time_s"]]
     best = load_tuned_config(out / "best_config.yaml")
-    plain_graphs = int(trials[trials["role"] == "plain"]["graphs"].iloc[0])
-    best_graphs = int(trials[trials["number"] == best.measured["trial"]]["graphs"].iloc[0])
-    assert best.config.dynamo and best_graphs < plain_graphs, (best.config.describe(), best_graphs, plain_graphs)
+    if best.verdict == "compile":  # eager itself may be faster still (a tiny model): then nothing compiled is picked
+        assert best.config.key() == fastest["config_key"]
     report = (out / "report.md").read_text()
     section = report.split("## Graph-break repair")[1].split("\n## ")[0]
-    assert "+capture\\_scalar\\_outputs" in section or "+capture_scalar_outputs" in section, section
-    assert f"repairable.py:{line_of('.item()')}" in section and f"repairable.py:{line_of('log.info')}" in section
+    assert "+capture_scalar_outputs" in section and "ignore_logging_functions" in section, section
+    for line in (".mean().item()", "log.info", "log.debug"):
+        assert f"repairable.py:{line_of(line)}" in section, (line, section)
     assert f"repairable.py:{line_of('if h.sum()')}" in section and "no Dynamo setting lifts" in section

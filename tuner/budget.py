@@ -203,6 +203,7 @@ class RunClock:
     now: Callable[[], float] = time.time
     started: float = 0.0
     phases: dict[str, float] = field(default_factory=dict)
+    running: dict[str, float] = field(default_factory=dict)  # phase -> when it began, while it runs
     cut: dict[str, str] = field(default_factory=dict)
     """Phases the budget cut short, with how far each got (``3 of 8 trials``)."""
     skipped: list[str] = field(default_factory=list)
@@ -232,9 +233,11 @@ class RunClock:
     def phase(self, name: str) -> Iterator[None]:
         """Time a phase; a phase entered again (outputs are written more than once) adds up."""
         began = self.now()
+        self.running[name] = began
         try:
             yield
         finally:
+            del self.running[name]
             self.phases[name] = self.phases.get(name, 0.0) + self.now() - began
 
     def cut_short(self, phase: str, how_far: str) -> None:
@@ -280,9 +283,13 @@ class RunClock:
     def phase_seconds(self) -> dict[str, float]:
         """Seconds per phase in run order; ``other``: what no phase covers (importing torch, loading
         the workload, the space and the study, the summary); ``total``: the run's wall time so far."""
-        ordered = {p: round(self.phases[p], 3) for p in PHASES if p in self.phases}
+        now = self.now()
+        spent = dict(self.phases)
+        for name, began in self.running.items():  # the phase writing the reports counts its time so far
+            spent[name] = spent.get(name, 0.0) + now - began
+        ordered = {p: round(spent[p], 3) for p in PHASES if p in spent}
         total = self.elapsed()
-        return {**ordered, "other": round(max(0.0, total - sum(self.phases.values())), 3), "total": round(total, 3)}
+        return {**ordered, "other": round(max(0.0, total - sum(spent.values())), 3), "total": round(total, 3)}
 
     def budget_record(self) -> dict | None:
         """What the budget did, for the study (None without one)."""

@@ -279,7 +279,9 @@ def _run_study(opts: TuneOptions, log, workload, device: str, threads: int, spac
         run.notes.append(f"all {n_configs} configs of the space are measured")
     if run.interrupted:
         run.notes.append("interrupted: run the same command again to continue the study")
-    timing = _record_time(study, clock)
+    # The study keeps the phase times the written reports show (``compile-tune report`` rebuilds
+    # the same files from it); the terminal line adds the time the last write itself took.
+    timing = time_line(clock.phase_seconds())
     if clock.bounded:
         run.notes.append(budget_line(clock.budget_record()))
     return TuneResult(out_dir=out_dir, tuned=tuned, run=run, summary=summary, timing=timing)
@@ -331,13 +333,11 @@ def _write(study, run: StudyRun, device: str, out_dir: Path, clock: RunClock) ->
     return tuned
 
 
-def _record_time(study, clock: RunClock) -> str:
-    """Store the phase times and the budget's record in the study; the line the terminal shows.
+def _record_time(study, clock: RunClock) -> None:
+    """Store the phase times and the budget's record in the study, for the reports written next.
     Each run stores its own (a resumed run replaces the figures): they say what this run cost."""
-    phases = clock.phase_seconds()
-    study.set_user_attr(PHASE_ATTR, phases)
+    study.set_user_attr(PHASE_ATTR, clock.phase_seconds())
     study.set_user_attr(BUDGET_ATTR, clock.budget_record())
-    return time_line(phases)
 
 
 def _eager_done(study) -> bool:

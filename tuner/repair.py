@@ -98,12 +98,16 @@ def add_repairs(space, check: dict | None) -> list[str]:
             continue
         space.dynamo[repair.setting] = [default, repair.value]
         lines.append(f"  repair: the search tries dynamo {describe(repair.setting, repair.value)} ({repair.what}) "
-                     f"against the graph break at {', '.join(_break_text(b) for b in targets)}")
+                     f"against the graph break(s) at {_breaks_text(targets)}")
     return lines
 
 
-def _break_text(b: dict) -> str:
-    return f"{where(b)} ({reason_head(b)})"
+def _breaks_text(breaks: list[dict]) -> str:
+    """``model.py:24,26 (logging.Logger method not supported ...)``: lines grouped by file and reason."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for b in breaks:
+        groups.setdefault((Path(str(b.get("file"))).name, reason_head(b)), []).append(str(b.get("line")))
+    return "; ".join(f"{name}:{','.join(numbers)} ({reason})" for (name, reason), numbers in groups.items())
 
 
 def where(b: dict) -> str:
@@ -194,7 +198,11 @@ def effect_text(e: dict) -> str:
     if w is None or o is None:
         return "no completed trial on one side to compare total times"
     verb = "saves" if w < o else "costs"
-    return f"median total {o:,.2f} s without, {w:,.2f} s with: {verb} {abs(o - w):,.2f} s"
+    return f"median total {_s(o)} without, {_s(w)} with: {verb} {_s(abs(o - w))}"
+
+
+def _s(seconds: float) -> str:
+    return f"{seconds:,.0f} s" if seconds >= 100 else f"{seconds:.2f} s"
 
 
 def _twin_key(config: dict, name: str) -> str | None:
