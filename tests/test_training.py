@@ -97,6 +97,27 @@ def test_warm_start_bundle_makes_the_first_step_faster_and_leaves_the_global_cac
         tuner.apply_config(model, config_path)
 
 
+def test_the_warm_start_bundles_the_cache_its_search_trial_kept_without_compiling_again(workloads, tmp_path):
+    settings = StudySettings(workload=str(workloads / "mlp.py"), task="infer", device="cpu", threads=1, steps=1000,
+                             trials=1, trial_timeout=300)
+    config = CompileConfig(backend="inductor")
+    searched = run_isolated(TrialSpec(workload=settings.workload, config=config.to_dict(), measure_seconds=0.3,
+                                      rounds=2), timeout=300, work_dir=tmp_path / "work", keep_cache=True)
+    assert searched["status"] == "ok", searched.get("failure")
+    kept = Path(searched.pop("cache_dir"))
+    measured = {"compile_time_s": searched["compile_time_s"], "step_time_ms": searched["step_s"] * 1000,
+                "compile_cost": "cold"}
+    config_path = save_tuned_config(TunedConfig(config, measured=measured, tuned_on={"torch": torch.__version__,
+                                                                                      "device": "cpu"}),
+                                    tmp_path / "best_config.yaml")
+    started = bundle_and_measure(settings, config_path, tmp_path / "work", kept_cache=kept)
+    assert "warm_start_error" not in started, started
+    assert not (tmp_path / CACHE_DIRNAME / "mega_cache.bin").exists(), "no second cold compile ran"
+    assert any((tmp_path / CACHE_DIRNAME / "inductor").rglob("*.so")), "the search's kernels travel with the config"
+    assert started["cold_start_s"] == pytest.approx(searched["compile_time_s"] + searched["step_s"], abs=1e-3)
+    assert started["warm_start_s"] < started["cold_start_s"] / 2, started
+
+
 def fake_bundle(tmp_path, measured):
     path = save_tuned_config(TunedConfig(CompileConfig(backend="eager"), measured=measured,
                                          tuned_on={"torch": torch.__version__, "device": "cpu"}),

@@ -69,6 +69,11 @@ class Confirmed:
 MIN_ROUNDS = 2
 #: A margin counts as clear at this many times its measured noise.
 CLEAR = 2.0
+#: Each confirmation trial times this share of a search trial's steps (``--measure-seconds`` and
+#: its rounds). What confirmation adds is fresh processes: one config's step time varies 10-20 %
+#: between processes and far less within one, so the rounds, not the steps per round, carry the
+#: confirmation's weight; two rounds still time more steps per config than its search trial did.
+TIMING_SHARE = 0.6
 
 
 def confirm(finalists: list[CompileConfig], scoring: Scoring, measure: Callable[..., dict],
@@ -267,7 +272,8 @@ def confirm_finalists(study, scoring: Scoring, tuner: Tuner, k: int, rounds: int
         # From the search trial's cache where it was kept (tuner/caches.py): the compile measured
         # is then the warm one, and the cold one is the search's. Without a cache (a resumed run)
         # the trial compiles cold, and its first round times the warm compile in a second process.
-        result = tuner.measure(config, label, warm=first or scoring.compile_cost == "warm", reuse_cache=True)
+        result = tuner.measure(config, label, warm=first or scoring.compile_cost == "warm", reuse_cache=True,
+                               timing_share=TIMING_SHARE)
         return from_cache(result, cold.get(config.key()))
 
     try:
