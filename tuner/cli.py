@@ -75,6 +75,10 @@ def _tune_parser() -> argparse.ArgumentParser:
     p.add_argument("--budget", default=None, metavar="DURATION",
                    help="bound the whole run, confirmation and warm start included, e.g. 20m, 90s, 1h30m; when it "
                         "runs out the best verdict so far is written, its confidence stated [none]")
+    p.add_argument("--allow-precision-change", action="store_true",
+                   help="also search lower precision: bf16 autocast (CPU and GPU) and TF32 matmuls (CUDA, compute "
+                        "capability >= 8.0). Such configs change numerics: checked against float32 eager at "
+                        "that precision's tolerance and flagged in every output [off]")
     p.add_argument("--check-threads", type=int, default=None, metavar="N",
                    help="after tuning, call the chosen config from N threads at once and compare with eager")
     p.add_argument("--no-check", dest="check", action="store_false",

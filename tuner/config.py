@@ -16,6 +16,8 @@ import yaml
 from .errors import ConfigError
 from .dynamo_settings import describe as describe_dynamo
 from .export import exports
+from .precision import CHANGES_NUMERICS, FLAG as PRECISION_FLAG, MEANING as PRECISION_MEANING, PRECISIONS, \
+    label as precision_label
 
 #: target values with a fixed meaning; any other string is a module-name glob pattern.
 NO_COMPILE = "none"
@@ -62,6 +64,11 @@ class CompileConfig:
     ``{"capture_scalar_outputs": True}``: YAML scalars, or lists of dotted names for the settings
     that hold callables (``{"ignore_logging_functions": ["logging.Logger.info"]}``); applied around
     every call of the compiled forward (tuner/runtime/dynamo.py)."""
+    precision: str | None = None
+    """``None``: the model's own numerics. ``bf16``: the whole model's forward under
+    ``torch.autocast(dtype=torch.bfloat16)``; ``tf32``: float32 matmuls on TF32 tensor cores
+    (``torch.set_float32_matmul_precision("high")``, process-wide, CUDA only). Either *changes
+    numerics*: searched only with ``--allow-precision-change`` (tuner/precision.py)."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.target, str) or not self.target:
@@ -82,6 +89,11 @@ class CompileConfig:
         object.__setattr__(self, "options", dict(sorted(self.options.items())))
         object.__setattr__(self, "dynamo", _dynamo_settings(self.dynamo))
         object.__setattr__(self, "mark_dynamic", _marks(self.mark_dynamic))
+        if self.precision is not None and self.precision not in PRECISIONS:
+            raise ConfigError(f"`precision` must be one of {', '.join(PRECISIONS)} or null, got {self.precision!r}")
+        if self.precision is not None and self.target == NO_COMPILE:
+            raise ConfigError(f"`precision: {self.precision}` applies to a compiled model; target none runs eager "
+                              "in the model's own dtypes", "drop precision, or set a target")
         if self.mark_dynamic and self.target != WHOLE:
             raise ConfigError(f"`mark_dynamic` marks the model's inputs, so it needs `target: whole`, got "
                               f"{self.target!r}", "drop mark_dynamic, or compile the whole model")
@@ -103,6 +115,7 @@ class CompileConfig:
                if self.dynamo else {}),  # absent when empty: older configs keep their keys
             **({"mark_dynamic": {k: {d: list(r) for d, r in dims.items()} for k, dims in self.mark_dynamic.items()}}
                if self.mark_dynamic else {}),
+            **({"precision": self.precision} if self.precision else {}),  # absent when null: keys unchanged
         }
 
     @classmethod
@@ -154,7 +167,14 @@ class CompileConfig:
             label += " +optimizer"
         for k, v in self.dynamo.items():
             label += " " + describe_dynamo(k, v)
+        if self.precision:
+            label += " " + precision_label(self.precision)
         return label
+
+    @property
+    def changes_numerics(self) -> bool:
+        """True when the config computes in a lower precision than the model (``precision``)."""
+        return self.precision is not None
 
     def compile_kwargs(self) -> dict[str, Any]:
         """Keyword arguments for ``torch.compile``.
@@ -233,12 +253,14 @@ class TunedConfig:
     thread_check: Mapping[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        data = {
-            "verdict": self.verdict,
+        data: dict[str, Any] = {"verdict": self.verdict}
+        if self.config.changes_numerics:  # said where a reader looks first; loading derives it from the config
+            data["changes_numerics"] = True
+        data.update({
             "config": self.config.to_dict(),
             "measured": dict(self.measured),
             "tuned_on": dict(self.tuned_on),
-        }
+        })
         if self.thread_check is not None:
             data["thread_check"] = dict(self.thread_check)
         return data
@@ -254,6 +276,11 @@ def save_tuned_config(tuned: TunedConfig, path: str | Path) -> Path:
         "# of it, and what they cannot (compile-tune export DIR --to TOOL prints each in its own format).\n"
         % path.as_posix()
     )
+    if tuned.config.changes_numerics:
+        p = tuned.config.precision
+        header += (f"# {CHANGES_NUMERICS.upper()}: precision {p} = {PRECISION_MEANING[p]}; results differ from the "
+                   f"model's own float32\n# ones within {p}'s tolerance (checked against eager); tuned with "
+                   f"{PRECISION_FLAG}.\n")
     data = tuned.to_dict()
     data["exports"] = exports(data)  # loading ignores it: the config above is the source of truth
     # A JSON round trip turns str subclasses (torch's TorchVersion) and tuples into plain YAML types.

@@ -6,6 +6,11 @@ own format, and names everything it cannot (``not_carried``: the setting, its va
 nobody runs a different config than the one measured without being told.
 ``tuner.apply_config`` stays the lossless path.
 
+A config with a ``precision`` (tuner/precision.py) *changes numerics*: a tool that has the same
+setting gets it (accelerate's ``mixed_precision``, the Trainer's ``bf16``/``tf32``, torchtitan's
+``mixed_precision_param``), and a tool that has none refuses the export (``refused``: why), since
+running it in float32 would be another config, timed and checked differently.
+
 This module reads the mapping form of ``best_config.yaml`` (``TunedConfig.to_dict()``), not the
 config classes, so that ``config.save_tuned_config`` can write these blocks under ``exports:``
 while this module stays below it.
@@ -26,6 +31,9 @@ from pathlib import Path
 from typing import Any, Mapping
 
 import yaml
+
+from .errors import ConfigError
+from .precision import CHANGES_NUMERICS, MEANING as PRECISION_MEANING
 
 TARGETS = ("accelerate", "hf-trainer", "env", "torchtitan", "vllm", "json")
 
@@ -55,7 +63,27 @@ class _View:
         self.dynamic = cfg.get("dynamic")
         self.fullgraph = bool(cfg.get("fullgraph", False))
         self.compile_optimizer = bool(cfg.get("compile_optimizer", False))
+        self.precision = cfg.get("precision") if self.compiles else None
         self.measured = tuned.get("measured") or {}
+
+
+def _refused(c: _View, tool: str, why: str) -> dict[str, Any]:
+    """The block of a tool that cannot carry the config's precision: no settings, the reason."""
+    return {"refused": f"precision {c.precision} ({PRECISION_MEANING[c.precision]}) {CHANGES_NUMERICS}, and "
+                       f"{tool} {why}", "not_carried": [_lost("precision", c.precision, f"{tool} {why}")]}
+
+
+#: accelerate's ``mixed_precision`` for a config's precision. For tf32 it stays "no": accelerate
+#: itself sets ``torch.backends.cuda.matmul.allow_tf32 = True`` (= float32 matmul precision "high")
+#: when it compiles on CUDA with mixed_precision "no" (accelerate/state.py, AcceleratorState).
+_ACCELERATE_MIXED_PRECISION = {"bf16": "bf16", "tf32": "no"}
+_ACCELERATE_NOTES = {
+    "bf16": "mixed_precision bf16 (in Python: Accelerator(mixed_precision=\"bf16\", ...)): accelerate runs the "
+            "model's forward under torch.autocast(dtype=torch.bfloat16), as measured, and converts its outputs to "
+            "float32 (the same values)",
+    "tf32": "precision tf32: accelerate turns on TF32 matmuls itself when it compiles on CUDA with mixed_precision "
+            "no, as measured",
+}
 
 
 def _lost(setting: str, value: Any, why: str) -> dict[str, Any]:
@@ -139,7 +167,11 @@ def _accelerate(c: _View) -> dict[str, Any]:
     else:
         dynamo_config["dynamo_use_dynamic"] = c.dynamic
     dynamo_config["dynamo_use_regional_compilation"] = plugin["use_regional_compilation"]
-    return {"dynamo_config": dynamo_config, "env": env, "unset": unset, "plugin": plugin, "not_carried": lost}
+    block = {"dynamo_config": dynamo_config, "env": env, "unset": unset, "plugin": plugin, "not_carried": lost}
+    if c.precision:  # a top-level key of accelerate's config file; Accelerator() reads the variable
+        block["mixed_precision"] = env["ACCELERATE_MIXED_PRECISION"] = _ACCELERATE_MIXED_PRECISION[c.precision]
+        block["notes"] = [_ACCELERATE_NOTES[c.precision]]
+    return block
 
 
 def _hf_trainer(c: _View) -> dict[str, Any]:
@@ -153,6 +185,12 @@ def _hf_trainer(c: _View) -> dict[str, Any]:
         args["torch_compile_mode"] = c.mode
     env, unset = _dynamo_env(plugin)
     env = {k: v for k, v in env.items() if k not in ("ACCELERATE_DYNAMO_BACKEND", "ACCELERATE_DYNAMO_MODE")}
+    if c.precision == "bf16":
+        # The Trainer's accelerator autocasts the forward; tf32 False, because with torch_compile and bf16 the
+        # Trainer would also turn TF32 matmuls on (TrainingArguments.__post_init__), which was not measured.
+        args.update(bf16=True, tf32=False)
+    elif c.precision == "tf32":
+        args["tf32"] = True
     return {"training_args": args, "env": env, "unset": unset, "not_carried": lost}
 
 
@@ -253,6 +291,10 @@ def _env(c: _View) -> dict[str, Any]:
                               "(only boolean options in their plain environment form are carried)"))
     notes = ["ACCELERATE_DYNAMO_* are read by accelerate's TorchDynamoPlugin() (Accelerator, the Hugging Face "
              "Trainer); `accelerate launch` replaces them with its config file's dynamo_config"]
+    if c.precision and plugin:
+        variables["ACCELERATE_MIXED_PRECISION"] = _ACCELERATE_MIXED_PRECISION[c.precision]
+        notes.append("ACCELERATE_MIXED_PRECISION is read by Accelerator() without a mixed_precision argument; "
+                     + _ACCELERATE_NOTES[c.precision])
     if any(k.startswith("TORCHINDUCTOR_") for k in variables):
         notes.append("TORCHINDUCTOR_* are read once, when torch is imported, and apply to every compile in the process")
     return {"variables": variables, "unset": unset, "notes": notes, "not_carried": lost}
@@ -268,6 +310,8 @@ def _torchtitan(c: _View) -> dict[str, Any]:
     with ``torch.compile(block, backend=..., fullgraph=True)`` and nothing else."""
     if not c.compiles:
         return {"compile": {"enable": False}, "not_carried": []}
+    if c.precision == "tf32":
+        return _refused(c, "torchtitan", "has no setting for the float32 matmul precision")
     lost = []
     if c.target != "blocks":
         lost.append(_lost("target", c.target, "torchtitan compiles each TransformerBlock separately (regional "
@@ -281,7 +325,14 @@ def _torchtitan(c: _View) -> dict[str, Any]:
         lost.append(_lost("dynamic", c.dynamic, "torchtitan's [compile] has no dynamic setting"))
     lost += _option_losses(c, "torchtitan") + _common_losses(c, "torchtitan")
     # "loss" is left out: the tuner measured the model's compile, not a compiled loss function.
-    return {"compile": {"enable": True, "components": ["model"], "backend": c.backend}, "not_carried": lost}
+    block: dict[str, Any] = {"compile": {"enable": True, "components": ["model"], "backend": c.backend},
+                             "not_carried": lost}
+    if c.precision == "bf16":
+        block["training"] = {"mixed_precision_param": "bfloat16"}
+        block["notes"] = ["mixed_precision_param bfloat16 is torch.autocast(dtype=torch.bfloat16) on a single device "
+                          "or under DDP, as measured; under FSDP (data_parallel_shard_degree > 1) fully_shard casts "
+                          "the parameters to bfloat16 instead, which rounds differently from what was measured"]
+    return block
 
 
 def _vllm(c: _View) -> dict[str, Any]:
@@ -291,6 +342,9 @@ def _vllm(c: _View) -> dict[str, Any]:
     vLLM passes ``inductor_compile_config`` as its ``options`` when the backend is inductor."""
     if not c.compiles:
         return {"compilation_config": {"mode": 0}, "notes": [], "not_carried": []}
+    if c.precision:
+        return _refused(c, "vLLM", "has no autocast or matmul-precision setting (its dtype casts the weights "
+                        "themselves, which was not measured)")
     lost = []
     if c.target != "whole":
         lost.append(_lost("target", c.target, "vLLM compiles the forward of its own model as one graph; it has no "
@@ -353,7 +407,16 @@ def render(tuned: Mapping[str, Any], target: str, *, source: str, label: str) ->
     block = export(tuned, target)
     if target == "json":
         return json.dumps(block, indent=2, default=str) + "\n", []
+    if block.get("refused"):
+        carry = [t for t, b in exports(tuned).items() if not b.get("refused")]
+        raise ConfigError(f"{source}: cannot export for {target}: {block['refused']}",
+                          f'use model = tuner.apply_config(model, "{source}") (lossless), export for a tool that '
+                          f"carries it ({', '.join(carry)}), or re-tune without --allow-precision-change")
     header = [f"compile-tune export for {target}, from {source}", f"measured: {label}", *_USAGE[target]]
+    precision = _View(tuned).precision
+    if precision:
+        header.append(f"{CHANGES_NUMERICS.upper()}: precision {precision} ({PRECISION_MEANING[precision]}); "
+                      "carried below")
     header += _env_lines(block, target) + [f"note: {n}" for n in block.get("notes", [])]
     lost = block["not_carried"]
     if lost:
@@ -390,10 +453,13 @@ def _toml(section: str, table: Mapping[str, Any]) -> str:
 
 
 _BODIES = {
-    "accelerate": lambda b, h: _comments(h) + yaml.safe_dump({"dynamo_config": b["dynamo_config"]}, sort_keys=False),
+    "accelerate": lambda b, h: _comments(h) + yaml.safe_dump(
+        {"dynamo_config": b["dynamo_config"], **({"mixed_precision": b["mixed_precision"]} if "mixed_precision" in b
+                                                 else {})}, sort_keys=False),
     "hf-trainer": lambda b, h: _comments(h) + yaml.safe_dump(b["training_args"], sort_keys=False),
     "env": lambda b, h: _comments(h) + "".join(f"export {k}={shlex.quote(v)}\n" for k, v in b["variables"].items())
     + "".join(f"unset {k}\n" for k in b["unset"]),
-    "torchtitan": lambda b, h: _comments(h) + _toml("compile", b["compile"]),
+    "torchtitan": lambda b, h: _comments(h) + _toml("compile", b["compile"])
+    + (_toml("training", b["training"]) if "training" in b else ""),
     "vllm": lambda b, h: json.dumps(b["compilation_config"]) + "\n",
 }

@@ -81,6 +81,8 @@ class TuneOptions:
     """Set in the processes ``--workers`` starts: they measure, the main process writes outputs."""
     budget: float | str | None = None
     """Bound on the whole run, confirmation and warm start included: seconds or ``"20m"`` (tuner/budget.py)."""
+    allow_precision_change: bool = False
+    """Search lower precisions too (bf16 autocast, TF32 matmuls): configs that change numerics (tuner/precision.py)."""
     budget_deadline: float | None = None
     """When the budget ends (``time.time()``): set as the run's clock starts (by ``tune``, or earlier by
     the CLI) and handed as is to the ``--workers`` processes, so they stop starting trials with it."""
@@ -159,7 +161,8 @@ def tune(opts: TuneOptions, log: Callable[[str], None] | None = None) -> TuneRes
     opts = dataclasses.replace(opts, threads=threads, budget_deadline=clock.deadline)
     space = load_space(opts.space).restrict(
         device=device, task=opts.task, has_blocks=has_repeated_blocks(workload.make_model()),
-        varying_dims=varying_dims([workload.make_inputs(), *(workload.make_schedule() or [])]))
+        varying_dims=varying_dims([workload.make_inputs(), *(workload.make_schedule() or [])]),
+        allow_precision_change=opts.allow_precision_change)
     out_dir = Path(opts.out or Path("results") / workload.name)
     out_dir.mkdir(parents=True, exist_ok=True)
     prestart_launcher(str(workload.path), device, threads, out_dir / "work")  # imports while the study opens
@@ -169,7 +172,7 @@ def tune(opts: TuneOptions, log: Callable[[str], None] | None = None) -> TuneRes
         trials=opts.trials, seed=opts.seed, trial_timeout=opts.trial_timeout, max_memory_mb=opts.max_memory_mb,
         measure_seconds=opts.measure_seconds, rounds=opts.rounds, space_name=opts.space,
         trace_dir=str(out_dir / "traces") if opts.trace else None, memory_limit_mb=opts.trial_memory_limit_mb,
-        compile_cost=opts.compile_cost,
+        compile_cost=opts.compile_cost, allow_precision_change=opts.allow_precision_change,
         heartbeat_s=opts.heartbeat, torch=_torch_version(),
     )
     # From here on a Ctrl-C stops the run between two storage writes, never inside one: see
@@ -193,6 +196,8 @@ def _run_study(opts: TuneOptions, log, workload, device: str, threads: int, spac
             f"'{study.study_name}' in {redact(storage)}")
         for note in space.skipped:
             log(f"  skipped {note}")
+        for note in space.notes:
+            log(f"  note: {note}")
     sys.stdout.flush()
     if stale:
         log(f"  resumed: {stale} interrupted trial(s) will be measured again")

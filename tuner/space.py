@@ -13,6 +13,7 @@ A space file lists, per dimension, the values to try::
       freezing: [false, true]
     dynamo:                           # torch._dynamo.config overrides, every backend
       capture_scalar_outputs: [false, true]
+    precision: [null, bf16]           # changes numerics: searched only with --allow-precision-change
 
 A scalar means "always this value". Choices that cannot work on the device or task
 (CUDA graphs on a CPU, ``freezing`` for training) are dropped before the search, not tried.
@@ -34,10 +35,12 @@ from .dynamo_settings import (combinations as dynamo_combinations, drop_defaults
                               validate_section as dynamo_validate_section)
 from .config import BLOCKS, MODES, NO_COMPILE, WHOLE, CompileConfig
 from .errors import SpaceError
+from .precision import FLAG as PRECISION_FLAG, PRECISIONS, offered as offered_precisions
 
 #: The package whose data files are the bundled spaces (the repository's ``search_spaces/``).
 BUNDLED_PACKAGE = "tuner.search_spaces"
-DIMENSIONS = ("target", "backend", "mode", "dynamic", "fullgraph", "compile_optimizer", "options", "dynamo")
+DIMENSIONS = ("target", "backend", "mode", "dynamic", "fullgraph", "compile_optimizer", "options", "dynamo",
+              "precision")
 TOP_LEVEL_KEYS = ("description",) + DIMENSIONS
 
 #: Choices that need CUDA; on a CPU they either do nothing (reduce-overhead) or duplicate
@@ -64,7 +67,14 @@ class SearchSpace:
     options: dict[str, list] = field(default_factory=dict)
     dynamo: dict[str, list] = field(default_factory=dict)
     """torch._dynamo.config name -> choices (any backend); the model check's repairs land here too."""
+    precision: list = field(default_factory=lambda: [None])
+    """``CompileConfig.precision`` choices; other than null only with ``--allow-precision-change``
+    (:meth:`restrict`), which adds every precision the device supports when the YAML lists none."""
+    precision_listed: bool = False
+    """Whether the YAML lists ``precision`` (then the flag keeps its list instead of adding all)."""
     skipped: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    """Choices kept but worth a word (bf16 emulated on this CPU)."""
     marks: dict = field(default_factory=dict)
     """What ``dynamic: marked`` marks: the input dimensions that vary over the schedule (set by
     :meth:`restrict`; tuner/runtime/marks.py)."""
@@ -83,9 +93,11 @@ class SearchSpace:
         compile_optimizer = trial.suggest_categorical("compile_optimizer", self.compile_optimizer)
         dynamo = {n: dynamo_from_param(trial.suggest_categorical(
             f"dynamo.{n}", [dynamo_param(c) for c in cs]), cs) for n, cs in self.dynamo.items()}
+        # asked only when searched, so studies without precision keep their parameters
+        precision = trial.suggest_categorical("precision", self.precision) if self.precision != [None] else None
         return CompileConfig(target, backend, mode, fullgraph=fullgraph, options=_drop_defaults(options),
                              compile_optimizer=compile_optimizer, **self._dynamic(dynamic, target),
-                             dynamo=dynamo_drop_defaults(dynamo))
+                             dynamo=dynamo_drop_defaults(dynamo), precision=precision)
 
     def _dynamic(self, choice, target: str) -> dict[str, Any]:
         """The config fields of a ``dynamic`` choice; ``marked`` marks the model's inputs, so with
@@ -101,6 +113,8 @@ class SearchSpace:
             "dynamic": MARKED if cfg.mark_dynamic else cfg.dynamic,
             "compile_optimizer": cfg.compile_optimizer,
         }
+        if self.precision != [None]:
+            params["precision"] = cfg.precision if cfg.precision in self.precision else self.precision[0]
         dynamo_defaults = dynamo_known_settings() if self.dynamo else {}
         for name in self.dynamo:
             params[f"dynamo.{name}"] = dynamo_param(cfg.dynamo.get(name, dynamo_defaults.get(name)))
@@ -117,7 +131,8 @@ class SearchSpace:
 
     def neighbours(self, cfg: CompileConfig) -> list[CompileConfig]:
         """Configs of this space that differ from ``cfg`` in one setting, in the order the
-        settings usually matter: target, backend, mode, dynamic, options, dynamo, fullgraph, optimizer."""
+        settings usually matter: target, backend, mode, dynamic, options, dynamo, precision, fullgraph,
+        optimizer."""
         base = replace(cfg, mode=cfg.mode or "default")
         out: list[CompileConfig] = []
         for dim in ("target", "backend", "mode", "dynamic"):
@@ -147,6 +162,7 @@ class SearchSpace:
                     if value != current:
                         out.append(replace(base, options=_drop_defaults({**base.options, name: value})))
         out += [replace(base, dynamo=d) for d in dynamo_neighbours(base.dynamo, self.dynamo)]
+        out += [replace(base, precision=p) for p in self.precision if p != base.precision]
         for dim in ("fullgraph", "compile_optimizer"):
             for value in getattr(self, dim):
                 if value != getattr(base, dim):
@@ -171,15 +187,17 @@ class SearchSpace:
                 opts = _drop_defaults(dict(zip(option_names, values)))
                 cfg = CompileConfig(target, backend, mode, fullgraph=fullgraph, options=opts,
                                     compile_optimizer=compile_optimizer, **self._dynamic(dynamic, target))
-                for dynamo in dynamo_sets:
-                    with_dynamo = replace(cfg, dynamo=dynamo)
+                for dynamo, precision in itertools.product(dynamo_sets, self.precision):
+                    with_dynamo = replace(cfg, dynamo=dynamo, precision=precision)
                     seen.setdefault(with_dynamo.key(), with_dynamo)
         return list(seen.values())
 
     def restrict(self, *, device: str, task: str, has_blocks: bool,
-                 varying_dims: dict | None = None) -> "SearchSpace":
+                 varying_dims: dict | None = None, allow_precision_change: bool = False) -> "SearchSpace":
         """Drop choices that cannot work here; record each drop in ``skipped``. ``varying_dims``:
-        the input dimensions that vary over the schedule (what ``dynamic: marked`` marks)."""
+        the input dimensions that vary over the schedule (what ``dynamic: marked`` marks).
+        ``allow_precision_change`` (``--allow-precision-change``): search ``precision``, the YAML's
+        choices or else every one the device supports; without it every precision is dropped."""
         cuda = device.startswith("cuda")
 
         def keep(dim: str, values: list, bad: set, why: str) -> list:
@@ -211,6 +229,7 @@ class SearchSpace:
             self.dynamic = keep("dynamic", self.dynamic, {MARKED}, "it marks the model's inputs: needs target whole")
         if not self.dynamic:
             self.dynamic = [None]
+        self._restrict_precision(device, allow_precision_change)
         for dim in ("target", "backend", "mode"):
             if not getattr(self, dim):
                 raise SpaceError(
@@ -218,6 +237,25 @@ class SearchSpace:
                     f"add a `{dim}` value that works on {device}",
                 )
         return self
+
+    def _restrict_precision(self, device: str, allowed: bool) -> None:
+        """Precisions change numerics: none without the flag (each listed one noted as skipped),
+        with it the listed ones (or all) that the device supports (tuner/precision.py)."""
+        if not allowed:
+            for p in self.precision:
+                if p is not None:
+                    self.skipped.append(f"precision={p}: changes numerics; pass {PRECISION_FLAG} to search it")
+            self.precision = [None]
+            return
+        if not self.precision_listed:
+            self.precision = [None, *PRECISIONS]
+        kept, why = offered_precisions(device)
+        for p in self.precision:
+            if p is not None and p not in kept:
+                self.skipped.append(f"precision={p}: {why.get(p, f'not supported on {device}')}")
+            elif p is not None and p in why:
+                self.notes.append(f"precision={p}: {why[p]}")
+        self.precision = [p for p in self.precision if p is None or p in kept] or [None]
 
 
 def _drop_defaults(options: dict[str, Any]) -> dict[str, Any]:
@@ -362,6 +400,12 @@ def _validate(data: dict, path: Path, lines: dict[str, int]) -> SearchSpace:
             fail("dynamo", "must be a mapping of torch._dynamo.config setting -> choices",
                  "e.g. dynamo: {capture_scalar_outputs: [false, true]}")
         space.dynamo = dynamo_validate_section(data["dynamo"], fail)
+    if "precision" in data:
+        space.precision, space.precision_listed = choices("precision", data["precision"]), True
+        for p in space.precision:
+            if p is not None and p not in PRECISIONS:
+                fail("precision", f"values must be null or one of {', '.join(PRECISIONS)}, got {p!r}",
+                     f"bf16: bfloat16 autocast; tf32: TF32 matmuls (CUDA); both change numerics ({PRECISION_FLAG})")
     return space
 
 

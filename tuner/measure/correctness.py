@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from ..precision import TOLERANCE_DTYPE
 from .tree import map_leaves, named_leaves
 
 #: Defaults close to the upstream harness: 1e-3 for inference (HF/TIMM), 1e-2 for training.
@@ -18,6 +19,13 @@ TOLERANCE = {"infer": 1e-3, "train": 1e-2}
 #: fused compiled kernel keeps intermediates in float32, so correct results differ by a few units
 #: in the last place. Where allclose still fails, the harness's cosine-similarity test decides.
 DTYPE_TOLERANCE = {"float16": 1e-2, "bfloat16": 4e-2}
+#: A config's ``precision`` (tuner/precision.py) is checked against float32 eager at the tolerance of
+#: the dtype it computes in: bf16 at bfloat16's 4e-2 (about 5 units of its 7.8e-3 relative step: the
+#: inputs of every matmul are rounded to 8 significant bits, and the errors of a few layers add up),
+#: tf32 at float16's 1e-2 (TF32 keeps float16's 10 mantissa bits). Beyond ``allclose`` the result must
+#: pass the same cosine and norm test as a low-precision result: float32 eager's own error against
+#: float64 is no yardstick for a result rounded to bfloat16 on purpose.
+PRECISION_TOLERANCE = {p: DTYPE_TOLERANCE[dtype] for p, dtype in TOLERANCE_DTYPE.items()}
 #: The harness's cosine flag: correct results point the same way (>= 0.99) ...
 COSINE_MIN = 0.99
 #: ... and have the same size (norm ratio within this many tolerances of 1): cosine alone would
@@ -33,15 +41,28 @@ def flatten(value: Any, prefix: str = "out") -> dict[str, Any]:
     return {name: leaf for name, leaf in named_leaves(value, prefix) if isinstance(leaf, torch.Tensor)}
 
 
-def compare(reference: Any, result: Any, *, fp64_reference: Any = None, tol: float = 1e-3) -> str | None:
+def compare(reference: Any, result: Any, *, fp64_reference: Any = None, tol: float = 1e-3,
+            precision: str | None = None) -> str | None:
     """``None`` when ``result`` matches ``reference``; otherwise a one-line reason.
 
     ``fp64_reference`` may be a function that computes it: it is called only when some tensor
-    fails ``allclose`` (a float64 copy of the model costs twice its weights).
+    fails ``allclose`` (a float64 copy of the model costs twice its weights). ``precision``: the
+    result was computed at a config's lower precision on purpose (``bf16``, ``tf32``): its floating
+    tensors are compared in eager's dtype, at that precision's tolerance (``PRECISION_TOLERANCE``).
+
+    Example:
+        >>> import torch
+        >>> x = torch.linspace(-3, 3, 64)
+        >>> compare(x, x.bfloat16(), precision="bf16") is None
+        True
     """
     import torch
 
     ref, res = flatten(reference), flatten(result)
+    if precision:
+        tol = max(tol, PRECISION_TOLERANCE[precision])
+        res = {k: (b.to(ref[k].dtype) if k in ref and b.is_floating_point() and ref[k].is_floating_point() else b)
+               for k, b in res.items()}
     ref64: dict[str, Any] | None = None
     if set(ref) != set(res):
         return f"output structure differs: eager has {sorted(ref)[:4]}, compiled has {sorted(res)[:4]}"
@@ -60,6 +81,14 @@ def compare(reference: Any, result: Any, *, fp64_reference: Any = None, tol: flo
         t = max(tol, DTYPE_TOLERANCE.get(str(a.dtype).removeprefix("torch."), 0.0))
         if torch.allclose(a, b, atol=t, rtol=t, equal_nan=True):
             continue
+        if precision:
+            finite = torch.isfinite(a)
+            if not torch.equal(finite, torch.isfinite(b)):  # overflow: NaN would slip through the cosine test
+                return f"{key} (precision {precision}): non-finite values where eager has finite ones, or the reverse"
+            problem = _cosine_problem(a[finite], b[finite], t)
+            if problem is None:
+                continue
+            return f"{key} (precision {precision}, tolerance {t:g}): {problem}"
         if ref64 is None:
             given = fp64_reference() if callable(fp64_reference) else fp64_reference
             ref64 = flatten(given) if given is not None else {}

@@ -8,6 +8,9 @@ its duration, so the class's own ``forward`` runs with no wrapper in the way (``
 Swapping the attribute causes no recompile: the compiled code does not guard on it.
 Holding one model means eager and compiled steps are charged the same memory for weights,
 gradients and optimizer state, so their memory figures differ only by what compiling costs.
+A config's ``precision`` belongs to its compiled side only: the bf16 autocast around the model's
+forward is one more swapped attribute, and the process-wide TF32 matmul setting is switched with
+the mode, so eager stays the float32 reference it is timed and checked as.
 """
 from __future__ import annotations
 
@@ -16,6 +19,7 @@ from typing import Any
 
 from ..config import CompileConfig
 from ..runtime.apply import apply_config, optimizer_step
+from ..runtime.precision import MARK as PRECISION_MARK
 from ..targets import target_modules
 from ..workload import call_model
 from .devices import timed
@@ -33,6 +37,7 @@ class Step:
         self.optimizer = None
         self._forwards: list[tuple[Any, Any]] = []  # (module, its compiled forward)
         self._compiled_optimizer_step = None
+        self._matmul_precision: dict[bool, str] = {}  # eager/compiled -> float32 matmul precision (tf32)
         self.compiled = False
         if task == "train":
             model.train()
@@ -46,10 +51,18 @@ class Step:
 
     def compile(self, config: CompileConfig) -> list[tuple[str, Any]]:
         """Apply ``config`` in place, as ``tuner.apply_config`` does in the user's process."""
+        import torch
+
         self._restore_forwards()
         regions = target_modules(self.model, config.target)
+        before = torch.get_float32_matmul_precision()
         apply_config(self.model, config, warm_start=False)
-        self._forwards = [(module, module.__dict__["forward"]) for _, module in regions]
+        modules = [module for _, module in regions]
+        if getattr(vars(self.model).get("forward"), PRECISION_MARK, None) and self.model not in modules:
+            modules.append(self.model)  # bf16 autocast around the whole forward (target blocks or a pattern)
+        self._forwards = [(module, module.__dict__["forward"]) for module in modules]
+        after = torch.get_float32_matmul_precision()
+        self._matmul_precision = {False: before, True: after} if after != before else {}
         self.adopt(config)
         return regions
 
@@ -63,7 +76,10 @@ class Step:
     def _restore_forwards(self) -> None:
         for module, _ in self._forwards:
             module.__dict__.pop("forward", None)
+        if self._matmul_precision:
+            _set_matmul_precision(self._matmul_precision[False])
         self._forwards, self._compiled_optimizer_step, self.compiled = [], None, False
+        self._matmul_precision = {}
 
     @contextlib.contextmanager
     def eager(self):
@@ -84,6 +100,8 @@ class Step:
                 module.forward = forward
             else:
                 module.__dict__.pop("forward", None)
+        if self._matmul_precision:
+            _set_matmul_precision(self._matmul_precision[compiled])
         self.compiled = compiled and bool(self._forwards)
 
     def __call__(self, inputs, inspect=None):
@@ -106,6 +124,12 @@ class Step:
         else:
             self.optimizer.step()
         return loss
+
+
+def _set_matmul_precision(value: str) -> None:
+    import torch
+
+    torch.set_float32_matmul_precision(value)
 
 
 # --------------------------------------------------------------------------- checked steps

@@ -49,7 +49,7 @@ def measure_threads(spec, rec) -> None:
             try:
                 with torch.no_grad():
                     out = call_model(model, inputs[k])
-                problem = compare(expected[k], out, tol=TOLERANCE["infer"])
+                problem = compare(expected[k], out, tol=TOLERANCE["infer"], precision=config.precision)
             except Exception as exc:  # an error in a thread is a finding, not a crash of the check
                 with lock:
                     errors.append(f"thread {index}, call {call}: {type(exc).__name__}: {str(exc)[:200]}")

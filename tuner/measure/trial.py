@@ -15,7 +15,9 @@ tuner/measure/steps.py). What is measured, in order:
    distinct input, eager and compiled from the same weights and the same random state; in
    training the loss, every gradient and every parameter after the optimizer step. A model that
    draws random numbers is checked with inductor's ``fallback_random`` (the same random numbers
-   as eager), in a compile of its own; the timed steps run the real kernels.
+   as eager), in a compile of its own; the timed steps run the real kernels. A config with a
+   ``precision`` (bf16 autocast, TF32 matmuls) runs it on the compiled side only: eager stays the
+   float32 reference, and the check uses that precision's tolerance (tuner/measure/correctness.py).
 
 The result is written as JSON to OUT as soon as each stage finishes, so that a crash late in
 the trial still leaves what was measured before it.
@@ -34,7 +36,7 @@ from ..config import CompileConfig
 from ..diagnose import DynamoLogCapture, failure
 from ..spec import TrialSpec
 from ..workload import call_model
-from .correctness import TOLERANCE, compare, to_float64
+from .correctness import PRECISION_TOLERANCE, TOLERANCE, compare, flatten, to_float64
 from .devices import PeakMemory, memory_in_use, timed
 from .mix import signature, timing_mix, weighted
 from .setup import prepare, seed_all
@@ -142,8 +144,9 @@ def run_trial(spec: TrialSpec, rec: Recorder) -> None:
     # 5. correctness, on every distinct input, from the same weights and random state
     if config.compiles:
         rec.stage("correctness")
-        problem, how = _check_correctness(step, config, mix, stochastic, spec, tol)
-        rec.update(correct=problem is None, correctness_error=problem, correctness_check=how)
+        problem, how, dtypes = _check_correctness(step, config, mix, stochastic, spec, tol)
+        rec.update(correct=problem is None, correctness_error=problem, correctness_check=how,
+                   compiled_output_dtypes=dtypes)
         if problem:
             rec.update(status="failed", failure=failure("wrong_results", problem).to_dict())
             return
@@ -151,7 +154,7 @@ def run_trial(spec: TrialSpec, rec: Recorder) -> None:
 
 
 def _check_correctness(step: Step, config: CompileConfig, mix, stochastic: bool, spec: TrialSpec, tol: float):
-    """``(problem or None, how it was checked)``.
+    """``(problem or None, how it was checked, the compiled outputs' dtypes)``.
 
     A step that draws random numbers (dropout in training) is compared from the same random
     state; inductor generates its random numbers its own way by design, so for the check it is
@@ -165,11 +168,14 @@ def _check_correctness(step: Step, config: CompileConfig, mix, stochastic: bool,
     import torch
 
     how = "same inputs, weights and random state as eager"
+    if config.precision:
+        how += (f"; precision {config.precision} on the compiled side only, compared with float32 eager at "
+                f"tolerance {max(tol, PRECISION_TOLERANCE[config.precision]):g}")
     if stochastic and config.backend == "inductor":
         torch._dynamo.reset()
         step.compile(dataclasses.replace(config, options={**config.options, "fallback_random": True}))
         how += "; recompiled with fallback_random=True (inductor's own random numbers differ from eager's)"
-    saved = None
+    saved, dtypes = None, None
     if step.task == "train":  # inference leaves the weights alone (and freezing has folded them in)
         fresh_start(step, spec.seed)
         saved = TrainingState(step)
@@ -182,11 +188,12 @@ def _check_correctness(step: Step, config: CompileConfig, mix, stochastic: bool,
             saved.restore()
         result = checked_step(step, entry.inputs, spec.seed)
         fp64 = None if step.task == "train" else (lambda e=entry: _fp64_reference(step, e.inputs, spec.seed))
-        problem = _compare_steps(reference, result, fp64, tol)
+        dtypes = dtypes or sorted({str(t.dtype).removeprefix("torch.") for t in flatten(result["output"]).values()})
+        problem = _compare_steps(reference, result, fp64, tol, config.precision)
         if problem:
             where = "" if len(mix) == 1 else f"{entry.label}: "
-            return where + problem, how
-    return None, how
+            return where + problem, how, dtypes
+    return None, how, dtypes
 
 
 def _fp64_reference(step: Step, inputs, seed: int):
@@ -202,18 +209,18 @@ def _fp64_reference(step: Step, inputs, seed: int):
         return None
 
 
-def _compare_steps(reference: dict, result: dict, fp64, tol: float) -> str | None:
-    problem = compare(reference["output"], result["output"], fp64_reference=fp64, tol=tol)
+def _compare_steps(reference: dict, result: dict, fp64, tol: float, precision: str | None = None) -> str | None:
+    problem = compare(reference["output"], result["output"], fp64_reference=fp64, tol=tol, precision=precision)
     if problem or "loss" not in reference:
         return problem
-    problem = compare(reference["loss"], result["loss"], tol=tol)
+    problem = compare(reference["loss"], result["loss"], tol=tol, precision=precision)
     if problem:
         return "loss " + problem
     # In-place compile keeps parameter names, so they line up.
-    problem = compare(reference["grads"], result["grads"], tol=tol)
+    problem = compare(reference["grads"], result["grads"], tol=tol, precision=precision)
     if problem:
         return "gradient " + problem
-    problem = compare(reference["params"], result["params"], tol=tol)
+    problem = compare(reference["params"], result["params"], tol=tol, precision=precision)
     return "after the optimizer step, " + problem if problem else None
 
 

@@ -22,7 +22,7 @@ from ._tables import measured, trials_frame
 #: Completed search trials needed before Optuna's parameter importances mean anything.
 MIN_TRIALS_FOR_IMPORTANCE = 5
 #: Config dimensions compared value by value (``options.*`` are added per study).
-DIMENSIONS = ("target", "backend", "mode", "dynamic", "fullgraph")
+DIMENSIONS = ("target", "backend", "mode", "dynamic", "fullgraph", "precision")
 
 
 @dataclass

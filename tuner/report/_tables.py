@@ -11,6 +11,7 @@ from ._fmt import text, truthy
 #: trials.csv columns, in order (others follow).
 COLUMNS = [
     "number", "role", "state", "config_label", "target", "backend", "mode", "dynamic", "fullgraph", "options", "dynamo",
+    "precision",
     "total_time_s", "compile_time_s", "step_time_s", "speedup", "step_spread", "peak_memory_mb",
     "eager_peak_memory_mb", "correct", "graphs", "graph_breaks", "recompiles", "recompile_time_s",
     "failure_category", "failure_explanation", "failure_hint", "failure_raw", "duplicate_of", "interrupted",
@@ -34,6 +35,7 @@ def trials_frame(study) -> pd.DataFrame:
             dynamic="marked" if cfg.get("mark_dynamic") else cfg.get("dynamic"), fullgraph=cfg.get("fullgraph"),
             options=json.dumps(cfg.get("options") or {}, sort_keys=True),
             dynamo=json.dumps(cfg.get("dynamo") or {}, sort_keys=True),
+            precision=cfg.get("precision"),  # set: the trial changed numerics (tuner/precision.py)
             correctness_error=attrs.get("correctness_error"),
         )
         rows.append(row)

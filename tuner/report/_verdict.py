@@ -8,6 +8,7 @@ import textwrap
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..precision import CHANGES_NUMERICS, FLAG as PRECISION_FLAG, MEANING as PRECISION_MEANING
 from ._fmt import count, megabytes, millis, missing, number, ratio, seconds, text
 
 
@@ -122,6 +123,13 @@ def _compile_verdict(tuned, steps: int) -> Verdict:
         ("pays off after", f"{count(pays_off)} steps", f"scored: {steps:,}"),
         ("graph breaks / recompiles", f"{count(m.get('graph_breaks')) or 0} / {count(m.get('recompiles')) or 0}", ""),
     ]
+    precision = tuned.config.precision
+    if precision:  # said in the sentence and first among the facts: the speedup came with different numbers
+        sentence += (f" It {CHANGES_NUMERICS}: precision {precision} ({PRECISION_MEANING[precision]}); its results "
+                     f"matched float32 eager only within {precision}'s tolerance, and were searched because of "
+                     f"{PRECISION_FLAG}.")
+        facts.insert(0, ("numerics", f"CHANGED: precision {precision}",
+                         f"checked against float32 eager at {precision}'s tolerance"))
     return Verdict(f"Compile with {label}", sentence, facts, compile=True, label=label)
 
 

@@ -14,6 +14,7 @@ from ..errors import ConfigError
 from ..targets import target_modules
 from .dynamo import resolved, scoped
 from .marks import marked
+from .precision import INNER as PRECISION_INNER, MARK as PRECISION_MARK, autocast_forward, set_matmul_precision
 from .warmstart import load_warm_start
 
 
@@ -28,6 +29,9 @@ def apply_config(model, config: "CompileConfig | str | Path | Mapping[str, Any]"
     beside it (``compile_cache/``) is loaded first, so the first call starts warm
     (``warm_start=False`` skips it). That cache is compiled code: it is loaded only when it
     matches the hash in the YAML, into a cache directory of its own (tuner/runtime/warmstart.py).
+    A config with ``precision`` *changes numerics*: ``bf16`` runs the model's whole forward under
+    bfloat16 autocast (whatever the target), ``tf32`` sets ``torch.set_float32_matmul_precision("high")``
+    for the whole process, with a warning (tuner/runtime/precision.py).
 
     Example:
         >>> model = tuner.apply_config(model, "results/mlp/best_config.yaml")  # doctest: +SKIP
@@ -60,6 +64,12 @@ def apply_config(model, config: "CompileConfig | str | Path | Mapping[str, Any]"
         compile_in_place(module, kwargs, cfg.mark_dynamic)
         if dynamo:  # per call, for this model only: tuner/runtime/dynamo.py says why
             module.forward = scoped(module.forward, dynamo)
+    if cfg.precision:  # around the whole model's forward, whatever the target: tuner/runtime/precision.py
+        forward = model.forward
+        wrapped = autocast_forward(forward, model, cfg.precision)
+        if wrapped is not forward:  # tf32 has no wrapper
+            model.forward = wrapped
+        set_matmul_precision(cfg.precision)
     return model
 
 
@@ -112,8 +122,12 @@ def _uncompiled(model):
     for name, module in model.named_modules():
         forward = vars(module).get("forward")
         original = getattr(forward, "_torchdynamo_orig_callable", None)
+        if original is None and getattr(forward, PRECISION_MARK, None):
+            original = getattr(forward, PRECISION_INNER)  # bf16 autocast around the model's own forward (blocks)
         if original is None:
             continue
+        if not hasattr(original, "__func__") and hasattr(getattr(original, "__wrapped__", None), "__func__"):
+            original = original.__wrapped__  # Dynamo's wrapper around a torch.nn class's bound forward (Sequential)
         del module.forward
         function = getattr(original, "__func__", original)  # dynamo may keep the bound or the plain function
         if function is not getattr(type(module), "forward", None):

@@ -17,9 +17,10 @@ from ._attrs import ROLE_EAGER
 from ._store import TrialStore
 
 #: Settings that must not change when a study is resumed: they change what a score means.
-FIXED_SETTINGS = ("steps", "task", "device", "threads", "workload", "compile_cost", "torch", "measurement")
+FIXED_SETTINGS = ("steps", "task", "device", "threads", "workload", "compile_cost", "torch", "measurement",
+                  "allow_precision_change")
 #: What a setting was before it was stored (studies made by earlier versions).
-SETTING_DEFAULTS = {"compile_cost": "cold", "measurement": 1}
+SETTING_DEFAULTS = {"compile_cost": "cold", "measurement": 1, "allow_precision_change": False}
 
 
 @dataclass
@@ -40,6 +41,9 @@ class StudySettings:
     trace_dir: str | None = None
     memory_limit_mb: float | None = None
     compile_cost: str = "cold"
+    allow_precision_change: bool = False
+    """Whether the search may change numerics (``--allow-precision-change``): fixed, so that a resumed
+    run without the flag never picks a lower-precision config measured with it."""
     torch: str = ""
     measurement: int = MEASUREMENT
     """What a trial's figures mean (tuner/spec.py); fixed, like the torch version."""
