@@ -249,22 +249,24 @@ def _run_study(opts: TuneOptions, log, workload, device: str, threads: int, spac
         study.set_user_attr(SKIPPED_ATTR, "interrupted" if failure is None else "stopped by an error")
     elif opts.objective == "time":
         _confirm(study, run, tuner, opts, clock, log)
-    if not run.interrupted:
-        tuner.caches.clear()  # an interrupted run keeps them: the resumed run confirms from them
     tuned = _write(study, run, device, out_dir, clock)
     if failure is not None:
+        tuner.caches.clear()
         raise failure
     warm = tuned.verdict == "compile" and opts.warm_start and not run.interrupted
     if warm and clock.fits("warm start", clock.plan().warm_start_s, log):
         def warm_start() -> None:
             log("saving the compile cache beside best_config.yaml and timing a cold vs warm start ...")
-            started = bundle_and_measure(settings, out_dir / "best_config.yaml", out_dir / "work")
+            started = bundle_and_measure(settings, out_dir / "best_config.yaml", out_dir / "work",
+                                         kept_cache=tuner.caches.get(tuned.config.key()))
             study.set_user_attr("warm_start", {"config_key": tuned.config.key(), **started})
 
         with clock.phase("warm start"):
             started_ok = _optional("saving the warm start", warm_start, run, log)
         if started_ok:
             tuned = _write(study, run, device, out_dir, clock)
+    if not run.interrupted:  # the warm start bundled the chosen config's; an interrupted run confirms from them
+        tuner.caches.clear()
     if opts.check_threads and not run.interrupted and clock.fits("thread check", clock.plan().compiled_s, log):
         def thread_check() -> None:
             log(f"checking the chosen config from {opts.check_threads} threads at once ...")
