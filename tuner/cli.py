@@ -2,6 +2,7 @@
 
     compile-tune MODEL.py [options]     tune (or resume) and write results/<model>/
     compile-tune check MODEL.py         graph breaks, numpy, recompiles: what to know before tuning
+    compile-tune space MODEL.py         the space a run would search, each dimension with why; no trials
     compile-tune show DIR               print the verdict and the top trials of a finished run
     compile-tune report DIR             rebuild report.html, report.md, trials.csv, best_config.yaml
     compile-tune export DIR --to TOOL   the tuned settings for accelerate, hf-trainer, env, torchtitan, vllm, json
@@ -20,19 +21,20 @@ from ._version import __version__
 from .errors import TunerError
 from .storage import HEARTBEAT_S, scrub
 
-SUBCOMMANDS = ("show", "check", "report", "export")
+SUBCOMMANDS = ("show", "check", "space", "report", "export")
 
 
 def _tune_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="compile-tune",
         description="Measure which torch.compile settings make MODEL.py fastest, against eager.",
-        epilog="Other commands: `compile-tune show DIR`, `compile-tune report DIR`, `compile-tune export DIR --to "
+        epilog="Other commands: `compile-tune space MODEL.py`, `compile-tune show DIR`, `compile-tune report DIR`, `compile-tune export DIR --to "
                "TOOL`. The model file defines "
                "build_model() and example_inputs(); see README.md.",
     )
     p.add_argument("workload", metavar="MODEL.py", help="file defining build_model() and example_inputs()")
-    p.add_argument("--space", default="default", help="bundled space name (default, quick) or a YAML path [default]")
+    p.add_argument("--space", default="auto", help="auto (built for the model: `compile-tune space MODEL.py` shows "
+                                                   "it), a bundled space name (default, quick, ...) or a YAML path [auto]")
     p.add_argument("--trials", type=int, default=20, help="search trials to measure, baselines not counted [20]")
     p.add_argument("--steps", type=int, default=10_000,
                    help="steps your real run takes; total time = compile + steps x step time [10000]")
@@ -100,6 +102,8 @@ def main(argv: list[str] | None = None) -> int:
             return _show(argv[1:])
         if argv and argv[0] == "check":
             return _check(argv[1:])
+        if argv and argv[0] == "space":
+            return _space(argv[1:])
         if argv and argv[0] == "report":
             return _report(argv[1:])
         if argv and argv[0] == "export":
@@ -208,6 +212,53 @@ def _check(argv: list[str]) -> int:
     with tempfile.TemporaryDirectory(prefix="compile-tune-check-") as tmp:
         found = check_model(str(workload.path), args.task, Path(tmp))
     print(format_check(found, workload.name))
+    return 0
+
+
+def _space(argv: list[str]) -> int:
+    import tempfile
+    from pathlib import Path
+
+    from .autospace import AUTO, Choice, space_text
+    from .pipeline import TuneOptions, check_model, resolve_device, search_space
+    from .repair import add_repairs
+    from .workload import load_workload, validate_workload
+
+    p = argparse.ArgumentParser(prog="compile-tune space",
+                                description="Print the space a run would search and why; no trial is run.")
+    p.add_argument("workload", metavar="MODEL.py")
+    p.add_argument("--space", default=AUTO, help="auto, a bundled space name or a YAML path [auto]")
+    p.add_argument("--task", choices=("infer", "train"), default="infer")
+    p.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N [auto]")
+    p.add_argument("--allow-precision-change", action="store_true", help="as for a run: lower precisions too")
+    p.add_argument("--no-check", dest="check", action="store_false",
+                   help="skip the model check (seconds), so no graph-break repair joins the space")
+    p.add_argument("--verbose", action="store_true")
+    args = p.parse_args(argv)
+    workload = load_workload(args.workload)
+    validate_workload(workload, args.task)
+    device = resolve_device(args.device)
+    opts = TuneOptions(args.workload, space=args.space, task=args.task,
+                       allow_precision_change=args.allow_precision_change)
+    space, choices = search_space(opts, workload, device)
+    print(f"compile-tune space: {workload.name} ({args.task}) on {device}; no trials are run")
+    if args.check:
+        print("running the model check for graph breaks a Dynamo setting can lift (--no-check skips it) ...",
+              flush=True)
+        with tempfile.TemporaryDirectory(prefix="compile-tune-space-") as tmp:
+            found = check_model(str(workload.path), args.task, Path(tmp), device)
+        before = set(space.dynamo)
+        repairs = add_repairs(space, found)
+        choices += [Choice(f"dynamo.{n}", space.dynamo[n], "repairs a graph break the model check found (above)")
+                    for n in space.dynamo if n not in before]
+        breaks = len(found.get("graph_breaks") or [])
+        outcome = f"tracing failed: {found['trace_error']}" if found.get("trace_error") else f"{breaks} graph break(s)"
+        print(f"model check ({found.get('seconds', 0):.1f} s): {outcome}")
+        for line in repairs:
+            print(line)
+    else:
+        print("model check skipped (--no-check): no graph-break repair in the space")
+    print(space_text(space, choices, args.space))
     return 0
 
 

@@ -17,6 +17,7 @@ from .budget import (BUDGET_ATTR, BUDGET_RAN_OUT, PHASE_ATTR, Plan, RunClock, bu
                      time_line)
 from .bundle import bundle_and_measure
 from .confirm import confirm_finalists
+from .autospace import AUTO, Choice, ModelFacts, build_auto_space
 from .isolated import prestart_launcher, run_isolated
 from .measure.check import format_check
 from .config import TunedConfig, save_tuned_config
@@ -24,12 +25,13 @@ from .errors import TunerError
 from .progress import Progress
 from .repair import add_repairs
 from .report import open_saved_study, summary_table, trials_frame, write_reports, write_trials_csv
-from .space import load_space
+from .space import SearchSpace, load_space
 from .storage import HEARTBEAT_S, redact, scrub
 from .search import Tuner
 from .spec import TrialSpec
+from .targets import find_block_classes
 from .study import (ROLE_EAGER, StudyRun, StudySettings, check_settings, default_threads,
-                    fail_stale_trials, has_repeated_blocks, measured_trials, open_store, scoring_from_study)
+                    fail_stale_trials, measured_trials, open_store, scoring_from_study)
 from .threads import check_threads
 from .verdict import SKIPPED_ATTR, pick_best
 from .lanes import parse_parallel
@@ -48,7 +50,8 @@ class TuneOptions:
     """Every knob of a tuning run. Precedence: CLI flag > search-space YAML > these defaults."""
 
     workload: str
-    space: str = "default"
+    space: str = AUTO
+    """``auto``: built for the model (tuner/autospace.py); else a bundled space's name or a YAML path."""
     trials: int = 20
     steps: int = DEFAULT_STEPS
     task: str = "infer"
@@ -159,10 +162,7 @@ def tune(opts: TuneOptions, log: Callable[[str], None] | None = None) -> TuneRes
     threads = opts.threads or default_threads()
     # --workers processes measure at the same thread count, and stop at the same deadline
     opts = dataclasses.replace(opts, threads=threads, budget_deadline=clock.deadline)
-    space = load_space(opts.space).restrict(
-        device=device, task=opts.task, has_blocks=has_repeated_blocks(workload.make_model()),
-        varying_dims=varying_dims([workload.make_inputs(), *(workload.make_schedule() or [])]),
-        allow_precision_change=opts.allow_precision_change)
+    space, choices = search_space(opts, workload, device)
     out_dir = Path(opts.out or Path("results") / workload.name)
     out_dir.mkdir(parents=True, exist_ok=True)
     prestart_launcher(str(workload.path), device, threads, out_dir / "work")  # imports while the study opens
@@ -178,11 +178,34 @@ def tune(opts: TuneOptions, log: Callable[[str], None] | None = None) -> TuneRes
     # From here on a Ctrl-C stops the run between two storage writes, never inside one: see
     # tuner.interrupts. It lands while a trial's child is awaited, and the outputs are written.
     with deferred():
-        return _run_study(opts, log, workload, device, threads, space, out_dir, storage, settings, clock)
+        return _run_study(opts, log, workload, device, threads, space, choices, out_dir, storage, settings, clock)
 
 
-def _run_study(opts: TuneOptions, log, workload, device: str, threads: int, space, out_dir: Path, storage: str,
-               settings: StudySettings, clock: RunClock) -> TuneResult:
+def search_space(opts: TuneOptions, workload, device: str) -> tuple[SearchSpace, list[Choice]]:
+    """The space this run searches, and why each dimension (``auto`` only: a named space's file
+    says its own why): ``auto`` is built for the model, a named space or YAML file is loaded; both
+    are then restricted to what can work on this device and task."""
+    model = workload.make_model()
+    blocks = find_block_classes(model)
+    varying = varying_dims([workload.make_inputs(), *(workload.make_schedule() or [])])
+    choices: list[Choice] = []
+    if opts.space == AUTO:
+        space, choices = build_auto_space(ModelFacts(
+            device, opts.task, blocks={c.__name__: sum(type(m) is c for m in model.modules()) for c in blocks},
+            varying_dims=varying, has_parameters=any(True for _ in model.parameters())))
+    else:
+        space = load_space(opts.space)
+    # The auto space already fits; restrict records nothing new for it, and keeps one rule for both
+    # (the precisions of --allow-precision-change included).
+    space.restrict(device=device, task=opts.task, has_blocks=bool(blocks), varying_dims=varying,
+                   allow_precision_change=opts.allow_precision_change)
+    if choices and space.precision != [None]:
+        choices.append(Choice("precision", space.precision, "--allow-precision-change: changes numerics"))
+    return space, choices
+
+
+def _run_study(opts: TuneOptions, log, workload, device: str, threads: int, space, choices: list[Choice],
+               out_dir: Path, storage: str, settings: StudySettings, clock: RunClock) -> TuneResult:
     worker = opts.worker_index or 0
     store = open_store(storage, opts.study_name or workload.name, opts.seed + worker, heartbeat=opts.heartbeat)
     study = store.study
@@ -194,7 +217,11 @@ def _run_study(opts: TuneOptions, log, workload, device: str, threads: int, spac
         log(f"compile-tune: {workload.name} ({opts.task}) on {device}, {threads} thread(s); space "
             f"'{opts.space}' has {n_configs} configs; scoring {opts.steps:,} steps; study "
             f"'{study.study_name}' in {redact(storage)}")
-        for note in space.skipped:
+        for choice in choices:
+            log(f"  {choice.text()}")
+        if choices and space.skipped:
+            log(f"  {len(space.skipped)} choice(s) left out: `compile-tune space {workload.path.name}` says why")
+        for note in ([] if choices else space.skipped):
             log(f"  skipped {note}")
         for note in space.notes:
             log(f"  note: {note}")

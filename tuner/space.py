@@ -310,7 +310,8 @@ def bundled_spaces() -> list[str]:
 
 
 def _bundled_hint() -> str:
-    return f"use a bundled space ({', '.join(bundled_spaces())}) or the path of a .yaml file"
+    # `auto` is no file: tuner/autospace.py builds it for the model (the default of --space)
+    return f"use auto, a bundled space ({', '.join(bundled_spaces())}) or the path of a .yaml file"
 
 
 def load_space(name_or_path: str) -> SearchSpace:
