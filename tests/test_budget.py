@@ -61,23 +61,33 @@ def test_the_plan_takes_medians_and_leaves_out_repeats_and_interrupted_trials():
               trial(99.0, duplicate_of=3), trial(99.0, interrupted=True), SimpleNamespace(user_attrs={"role": "search"})]
     plan = Plan.from_trials(trials, confirm=2, warm_start=True)
     assert plan.trial_s == 12.0  # median of 2, 10, 16 (12 + its warm compile), 14
-    assert plan.compiled_trial_s == 14.0 and plan.warm_compile_s == 4.0 and plan.confirm_trials == 3
+    assert plan.compiled_trial_s == 14.0 and plan.confirm_trials == 3
+
+
+def test_a_confirmation_trial_is_a_warm_compile_and_a_share_of_the_search_trials_timing():
+    # 30 s of compile, 10 s of the rest: from the kept cache, a warm compile and 0.6 of the rest
+    assert budget.confirm_trial_wall({"trial_wall_s": 40.0, "compile_time_s": 30.0, "compile_time_warm_s": 3.0}) \
+        == pytest.approx(3.0 + budget.CONFIRM_TIMING_SHARE * 10.0)
+    # before any warm compile was measured: half the cold one
+    assert budget.confirm_trial_wall({"trial_wall_s": 40.0, "compile_time_s": 30.0}) \
+        == pytest.approx(15.0 + budget.CONFIRM_TIMING_SHARE * 10.0)
+    plan = Plan.from_trials([trial(40.0, "plain", compile_time_s=30.0, compile_time_warm_s=3.0),
+                             trial(20.0, compile_time_s=10.0, compile_time_warm_s=1.0)], confirm=1)
+    assert plan.confirm_trial_s == pytest.approx(((3.0 + 6.0) + (1.0 + 6.0)) / 2)
+    assert plan.confirm_round_s() == pytest.approx(2 * plan.confirm_trial_s)
 
 
 def test_the_reserve_holds_two_confirmation_rounds_the_warm_start_and_the_outputs():
-    plan = Plan(trial_s=8.0, compiled_trial_s=10.0, confirm_trials=3, warm_start=True)
-    first, second = 3 * (10.0 + 5.0), 3 * 10.0  # the first round also times each warm compile (half a trial)
-    assert plan.reserve_s == first + second + 2 * 10.0 + OUTPUT_RESERVE_S
+    plan = Plan(trial_s=8.0, compiled_trial_s=10.0, confirm_trial_s=4.0, confirm_trials=3, warm_start=True)
+    assert plan.reserve_s == 2 * 3 * 4.0 + 10.0 + OUTPUT_RESERVE_S  # two rounds, the warm start, the outputs
     assert plan.search_trial_fits(8.0 + plan.reserve_s) and not plan.search_trial_fits(8.0 + plan.reserve_s - 0.1)
     assert Plan(trial_s=8.0, compiled_trial_s=10.0).reserve_s == OUTPUT_RESERVE_S  # no confirmation, no warm start
 
 
 def test_a_confirmation_round_runs_only_when_it_fits_beside_the_warm_start():
-    plan = Plan(trial_s=8.0, compiled_trial_s=10.0, warm_compile_s=2.0, confirm_trials=3, warm_start=True)
-    needed = 2 * 10.0 + 20.0 + OUTPUT_RESERVE_S  # two trials, the warm start, the outputs
+    plan = Plan(trial_s=8.0, compiled_trial_s=10.0, confirm_trial_s=4.0, confirm_trials=3, warm_start=True)
+    needed = 2 * 4.0 + 10.0 + OUTPUT_RESERVE_S  # two trials, the warm start, the outputs
     assert plan.confirm_round_fits(needed, trials=2) and not plan.confirm_round_fits(needed - 1, trials=2)
-    assert not plan.confirm_round_fits(needed, trials=2, first=True)  # + 2 measured warm compiles
-    assert plan.confirm_round_fits(needed + 4.0, trials=2, first=True)
 
 
 def test_the_reserve_holds_as_many_rounds_as_the_race_runs_at_least():
@@ -137,14 +147,16 @@ def test_workers_share_the_deadline_of_the_run():
 # -- a whole run on a fake clock: each stand-in trial "takes" WALL seconds
 
 WALL = 10.0
+#: A confirmation trial of one: half its 1 s compile (no warm compile measured) and 0.6 of the other 9 s
+CONFIRM_WALL = 0.5 + budget.CONFIRM_TIMING_SHARE * 9.0
 ENV = {"torch": "2.13.0+cpu", "device": "cpu", "threads": 1}
 
 
 def run_on_fake_clock(tmp_path, workloads, spaces, monkeypatch, budget_s, **options):
     now = [1000.0]
 
-    def measure(self, config, label="trial", compile_budget_s=None, warm=True, reuse_cache=False):
-        now[0] += WALL
+    def measure(self, config, label="trial", compile_budget_s=None, warm=True, reuse_cache=False, timing_share=1.0):
+        now[0] += WALL if timing_share == 1.0 else CONFIRM_WALL  # a confirmation trial takes what the plan says
         result = {"status": "ok", "eager_step_s": 0.01, "step_s": 0.01 / 1.5, "correct": True, "peak_memory_mb": 10.0,
                   "eager_peak_memory_mb": 10.0, "environment": ENV, "trial_wall_s": WALL}
         # plain compile trails two tied finalists: confirmation races 3 configs and never settles
@@ -163,18 +175,19 @@ def run_on_fake_clock(tmp_path, workloads, spaces, monkeypatch, budget_s, **opti
 
 
 def test_a_budget_cuts_the_search_and_the_confirmation_and_says_so(tmp_path, workloads, spaces, monkeypatch):
-    # Baselines take 20 s. The reserve: 2 rounds of 3 trials (the first with warm compiles, 45 s; 30 s)
-    # and 5 s of outputs = 80 s, so a search trial starts while 90 s are left: 5 of 8 trials.
-    # Then confirmation: 2 rounds (30 s each) fit in the 80 s left, a third does not.
-    result, best, study, lines = run_on_fake_clock(tmp_path, workloads, spaces, monkeypatch, 150.0)
+    # Baselines take 20 s. The reserve: 2 rounds of 3 confirmation trials (5.9 s each) and 5 s of
+    # outputs = 40.4 s, so a search trial (10 s) starts while 50.4 s are left: 5 of 8 trials in a
+    # 115 s budget. Then confirmation: 2 rounds (17.7 s each) fit in the 45 s left, a third does not.
+    result, best, study, lines = run_on_fake_clock(tmp_path, workloads, spaces, monkeypatch, 115.0)
     record = study.user_attrs[budget.BUDGET_ATTR]
     assert record["cut_short"] == {"search": "5 of 8 trials", "confirmation": "2 of 3 rounds"}
     assert best["measured"]["confirmed"] is True and best["measured"]["confirm_cut_short"] == "2 of 3 rounds"
-    note = "budget 2m 30s: used 2m 10s; cut short: search (5 of 8 trials), confirmation (2 of 3 rounds)"
+    note = "budget 1m 55s: used 1m 45s; cut short: search (5 of 8 trials), confirmation (2 of 3 rounds)"
     assert note in result.run.notes
     phases = study.user_attrs[budget.PHASE_ATTR]
-    assert phases["baselines"] == 20.0 and phases["search"] == 50.0 and phases["confirmation"] == 60.0
-    assert result.timing.startswith("time: baselines 20 s, search 50 s, confirmation 1m") and "total 2m 10s" in result.timing
+    assert phases["baselines"] == 20.0 and phases["search"] == 50.0
+    assert phases["confirmation"] == pytest.approx(6 * CONFIRM_WALL, abs=1e-3)
+    assert result.timing.startswith("time: baselines 20 s, search 50 s, confirmation 35 s") and "total 1m 45s" in result.timing
     report = (tmp_path / "out" / "report.md").read_text()
     assert "Where the run's time went" in report and "cut short: search (5 of 8 trials)" in report
     assert "Confirmation was cut short by the --budget (2 of 3 rounds)" in report
@@ -182,9 +195,9 @@ def test_a_budget_cuts_the_search_and_the_confirmation_and_says_so(tmp_path, wor
 
 def test_when_no_confirmation_round_fits_the_verdict_is_unconfirmed_and_says_why(tmp_path, workloads, spaces,
                                                                                    monkeypatch):
-    # After the baselines (20 s) 15 s are left: no search trial (90 s) fits, and not the first round
-    # of the one finalist, plain compile (its trial and warm compile, 15 s, and 5 s of outputs).
-    result, best, study, lines = run_on_fake_clock(tmp_path, workloads, spaces, monkeypatch, 35.0)
+    # After the baselines (20 s) 10 s are left: no search trial (50.4 s) fits, and not the first
+    # round of the one finalist, plain compile (a 5.9 s confirmation trial and 5 s of outputs).
+    result, best, study, lines = run_on_fake_clock(tmp_path, workloads, spaces, monkeypatch, 30.0)
     assert best["measured"]["confirmed"] is False and best["measured"]["unconfirmed_because"] == BUDGET_RAN_OUT
     record = study.user_attrs[budget.BUDGET_ATTR]
     assert record["cut_short"] == {"search": "0 of 8 trials"} and record["skipped"] == ["confirmation"]

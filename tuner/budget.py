@@ -36,9 +36,15 @@ OUTPUT_RESERVE_S = 5.0
 #: Confirmation rounds the search leaves room for: the race's minimum (tuner.confirm.MIN_ROUNDS;
 #: not imported, since confirm sits above this module), so a cut search still gets a spread.
 CONFIRM_RESERVE_ROUNDS = 2
-#: The warm start compiles the best config once more and times a cold and a warm first step:
-#: about two compiled trials.
-WARM_START_TRIALS = 2.0
+#: The warm start bundles the cache the best config's search trial kept and times a warm first
+#: step in one short process; without a kept cache it compiles cold once more first. At most
+#: about one compiled trial either way.
+WARM_START_TRIALS = 1.0
+#: Each confirmation trial times this share of a search trial's steps (``--measure-seconds`` and
+#: its rounds; tuner/confirm.py). What confirmation adds is fresh processes: one config's step
+#: time varies 10-20 % between processes and far less within one, so the rounds, not the steps
+#: per round, carry its weight; two rounds still time more steps per config than the search did.
+CONFIRM_TIMING_SHARE = 0.6
 #: A warm compile (a fresh process that finds the cache) when none was measured yet: it skips
 #: the C++ builds and the timed steps, so about half a trial.
 WARM_COMPILE_SHARE = 0.5
@@ -102,11 +108,12 @@ def format_duration(seconds: float) -> str:
 
 
 def trial_walls(trials: Iterable[Any]) -> tuple[list[float], list[float], list[float]]:
-    """``(every trial, compiled trials, warm compiles)``: wall seconds of the trials measured so
-    far (Optuna trials or anything with ``user_attrs``). A trial's time includes its warm-compile
-    process when it had one; failed and pruned trials count too (they cost time as well). Repeats
-    and interrupted trials are left out: they copy or lost another trial's figures."""
-    every, compiled, warm = [], [], []
+    """``(every trial, compiled trials, confirmation trials)``: wall seconds of the trials measured
+    so far (Optuna trials or anything with ``user_attrs``), and what a confirmation trial of each
+    compiled one would take. A trial's time includes its warm-compile process when it had one;
+    failed and pruned trials count too (they cost time as well). Repeats and interrupted trials
+    are left out: they copy or lost another trial's figures."""
+    every, compiled, confirming = [], [], []
     for t in trials:
         a = t.user_attrs
         if a.get("duplicate_of") is not None or a.get("interrupted") or a.get("trial_wall_s") is None:
@@ -115,9 +122,19 @@ def trial_walls(trials: Iterable[Any]) -> tuple[list[float], list[float], list[f
         every.append(wall)
         if a.get("role") != "eager":
             compiled.append(wall)
-        if a.get("warm_compile_wall_s") is not None:
-            warm.append(float(a["warm_compile_wall_s"]))
-    return every, compiled, warm
+            confirming.append(confirm_trial_wall(a))
+    return every, compiled, confirming
+
+
+def confirm_trial_wall(attrs: dict) -> float:
+    """A confirmation trial of a measured config: it compiles from the cache its search trial
+    kept (a warm compile, or half the cold one before any was measured) and times
+    :data:`CONFIRM_TIMING_SHARE` of the steps; the rest of the trial (start, checks) as before."""
+    wall = float(attrs["trial_wall_s"])
+    cold = float(attrs.get("compile_time_s") or 0.0)
+    warm = attrs.get("compile_time_warm_s")
+    warm = float(warm) if warm is not None else WARM_COMPILE_SHARE * cold
+    return warm + CONFIRM_TIMING_SHARE * max(0.0, wall - cold)
 
 
 @dataclass(frozen=True)
@@ -127,9 +144,9 @@ class Plan:
     trial_s: float | None
     """One trial, baselines included; None before any was measured."""
     compiled_trial_s: float | None
-    """One trial of a config that compiles (what confirmation and the warm start run)."""
-    warm_compile_s: float | None = None
-    """One warm-compile process, when one was measured."""
+    """One trial of a config that compiles (what the warm start runs at most)."""
+    confirm_trial_s: float | None = None
+    """One confirmation trial (:func:`confirm_trial_wall`)."""
     confirm_trials: int = 0
     """Compiled trials in a confirmation round (plain compile + the finalists); 0 when off."""
     warm_start: bool = False
@@ -145,11 +162,11 @@ class Plan:
     @classmethod
     def from_trials(cls, trials: Iterable[Any], confirm: int = 0, warm_start: bool = False) -> Plan:
         """``confirm``: finalists confirmation will re-measure (0 when it is off)."""
-        every, compiled, warm = trial_walls(trials)
+        every, compiled, confirming = trial_walls(trials)
         median = statistics.median
         return cls(trial_s=median(every) if every else None, compiled_trial_s=median(compiled) if compiled else None,
-                   warm_compile_s=median(warm) if warm else None, confirm_trials=1 + confirm if confirm > 0 else 0,
-                   warm_start=warm_start)
+                   confirm_trial_s=median(confirming) if confirming else None,
+                   confirm_trials=1 + confirm if confirm > 0 else 0, warm_start=warm_start)
 
     @property
     def compiled_s(self) -> float:
@@ -157,11 +174,12 @@ class Plan:
         return self.compiled_trial_s if self.compiled_trial_s is not None else (self.trial_s or 0.0)
 
     def confirm_round_s(self, trials: int | None = None, first: bool = False) -> float:
-        """One confirmation round of ``trials`` compiled trials; the first round also times each
-        one's warm compile (tuner/confirm.py)."""
+        """One confirmation round of ``trials`` confirmation trials. ``first``: kept for callers
+        that tell the rounds apart; every round now costs the same (a resumed run, whose caches
+        are gone, compiles cold in its first round and may take longer)."""
         n = self.confirm_trials if trials is None else trials
-        warm = self.warm_compile_s if self.warm_compile_s is not None else WARM_COMPILE_SHARE * self.compiled_s
-        return n * (self.compiled_s + (warm if first else 0.0))
+        each = self.confirm_trial_s if self.confirm_trial_s is not None else self.compiled_s
+        return n * each
 
     @property
     def warm_start_s(self) -> float:

@@ -14,7 +14,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from .budget import BUDGET_RAN_OUT
+from .budget import BUDGET_RAN_OUT, CONFIRM_TIMING_SHARE
 from .config import EAGER, PLAIN_COMPILE, CompileConfig
 from .score import Scoring
 from .search import Tuner
@@ -69,11 +69,6 @@ class Confirmed:
 MIN_ROUNDS = 2
 #: A margin counts as clear at this many times its measured noise.
 CLEAR = 2.0
-#: Each confirmation trial times this share of a search trial's steps (``--measure-seconds`` and
-#: its rounds). What confirmation adds is fresh processes: one config's step time varies 10-20 %
-#: between processes and far less within one, so the rounds, not the steps per round, carry the
-#: confirmation's weight; two rounds still time more steps per config than its search trial did.
-TIMING_SHARE = 0.6
 
 
 def confirm(finalists: list[CompileConfig], scoring: Scoring, measure: Callable[..., dict],
@@ -273,7 +268,7 @@ def confirm_finalists(study, scoring: Scoring, tuner: Tuner, k: int, rounds: int
         # is then the warm one, and the cold one is the search's. Without a cache (a resumed run)
         # the trial compiles cold, and its first round times the warm compile in a second process.
         result = tuner.measure(config, label, warm=first or scoring.compile_cost == "warm", reuse_cache=True,
-                               timing_share=TIMING_SHARE)
+                               timing_share=CONFIRM_TIMING_SHARE)
         return from_cache(result, cold.get(config.key()))
 
     try:
