@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -156,16 +157,22 @@ def tune(opts: TuneOptions, log: Callable[[str], None] | None = None) -> TuneRes
     """
     log = log or logger.info
     clock = RunClock(opts.budget, opts.budget_deadline)
+    # default_threads asks a fresh interpreter (an import of torch): on another core, while this one loads the workload
+    probe = None if opts.threads else ThreadPoolExecutor(max_workers=1)
+    asked = probe.submit(default_threads) if probe else None
     workload = load_workload(opts.workload)
     validate_workload(workload, opts.task)
     device = resolve_device(opts.device)
-    threads = opts.threads or default_threads()
+    threads = opts.threads or asked.result()
+    if probe:
+        probe.shutdown()
     # --workers processes measure at the same thread count, and stop at the same deadline
     opts = dataclasses.replace(opts, threads=threads, budget_deadline=clock.deadline)
-    space, choices = search_space(opts, workload, device)
     out_dir = Path(opts.out or Path("results") / workload.name)
     out_dir.mkdir(parents=True, exist_ok=True)
-    prestart_launcher(str(workload.path), device, threads, out_dir / "work")  # imports while the study opens
+    # the launcher imports torch, Dynamo and inductor while this process builds the space and opens the study
+    prestart_launcher(str(workload.path), device, threads, out_dir / "work")
+    space, choices = search_space(opts, workload, device)
     storage = opts.storage or f"sqlite:///{(out_dir / 'study.db').resolve()}"
     settings = StudySettings(
         workload=str(workload.path), task=opts.task, device=device, threads=threads, steps=opts.steps,
