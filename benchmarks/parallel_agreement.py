@@ -31,8 +31,10 @@ def tune(workload: str, space: str, lanes: int, out: Path) -> tuple[float, dict]
            "--threads", "1", "--parallel", str(lanes), "--out", str(out), "--no-progress", "--confirm", "0",
            "--no-warm-start", "--no-check"]
     start = time.perf_counter()
-    subprocess.run(cmd, cwd=ROOT, check=True, capture_output=True)
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
     wall = time.perf_counter() - start
+    if proc.returncode != 0:
+        raise SystemExit(f"exit {proc.returncode}: {' '.join(cmd[2:])}\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
 
     import optuna
 
