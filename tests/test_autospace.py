@@ -7,7 +7,7 @@ from conftest import FAST, load_study
 from tuner.autospace import AUTO, ModelFacts, build_auto_space
 from tuner.cli import main
 from tuner.pipeline import TuneOptions, search_space, tune
-from tuner.space import CUDA_ONLY_BACKENDS, CUDA_ONLY_MODES, MARKED
+from tuner.space import CUDA_ONLY_BACKENDS, CUDA_ONLY_MODES, MARKED, MARKED_UNBACKED
 from tuner.study import ROLE_SEARCH
 from tuner.workload import load_workload
 
@@ -39,6 +39,16 @@ def test_dynamic_choices_only_when_the_input_schedule_varies_a_dimension(workloa
     assert fixed.dynamic == [None] and not fixed.marks
     assert next(c.reason for c in choices if c.dimension == "dynamic") == "inputs never change shape"
     assert {c.dynamic for c in fixed.configs()} == {None} and not any(c.mark_dynamic for c in fixed.configs())
+
+
+def test_a_batch_of_one_adds_marked_unbacked_and_many_shapes_a_raised_recompile_limit(workloads):
+    one, choices = auto_space_of(workloads, "batch_of_one.py")  # batch 4, 1, 8, 1, 16
+    assert one.dynamic == [None, True, False, MARKED, MARKED_UNBACKED] and not one.dynamo
+    assert "size 1 needs no graph of its own" in next(c.reason for c in choices if c.dimension == "dynamic")
+    many, choices = auto_space_of(workloads, "many_shapes.py")  # batch 2 to 12: 11 shapes
+    assert many.dynamic == [None, True, False, MARKED] and many.dynamo == {"recompile_limit": [8, 16]}
+    assert "11 input shapes" in next(c.reason for c in choices if c.dimension == "dynamo.recompile_limit")
+    assert any(s.startswith(f"dynamic={MARKED_UNBACKED}: no varying input dimension") for s in many.skipped)
 
 
 def test_no_cuda_only_choice_on_a_cpu(workloads):

@@ -28,7 +28,7 @@ def test_quick_space_is_a_handful_of_configs():
         ("target: [whole]\nbackedn: [inductor]\n", "line 2: `backedn` is not a search-space key"),
         ("backend: [inductor, indcutor]\n", "line 1: `backend` has unknown backend 'indcutor'"),
         ("mode: [fast]\n", "line 1: `mode` has unknown mode 'fast'"),
-        ("dynamic: [maybe]\n", "`dynamic` values must be null, true, false or marked"),
+        ("dynamic: [maybe]\n", "`dynamic` values must be null, true, false, marked or marked_unbacked"),
         ("fullgraph: [yes please]\n", "`fullgraph` values must be true or false"),
         ("options:\n  freezing: [true]\n  not_an_option: [1]\n", "line 3: `options.not_an_option` is not an inductor option"),
         ("options:\n  freezing: [\"yes\"]\n", "`options.freezing` values must be bool"),
@@ -113,3 +113,63 @@ def test_neighbours_change_one_setting_at_a_time_most_telling_first(tmp_path):
                       "whole/inductor/default freezing=True"]
     keys = {c.key() for c in space.configs()}
     assert all(c.key() in keys for c in space.neighbours(CompileConfig()))
+
+
+@pytest.mark.parametrize("option, closest", [("epilog_fusion", "epilogue_fusion"),
+                                             ("triton.cudagraph", "triton.cudagraphs"),
+                                             ("coordinate_descent_tunning", "coordinate_descent_tuning")])
+def test_an_unknown_inductor_option_is_one_error_line_naming_the_closest_one(tmp_path, option, closest):
+    with pytest.raises(SpaceError) as info:
+        load_space(str(write(tmp_path, f"options:\n  {option}: [true]\n")))
+    assert f"line 2: `options.{option}` is not an inductor option in torch " in info.value.message
+    assert info.value.message.endswith(f"; did you mean `{closest}`?")
+
+
+def test_the_gpu_space_offers_cuda_code_generation_and_a_cpu_drops_it_with_reasons():
+    gpu = load_space("gpu").restrict(device="cuda", task="infer", has_blocks=True)
+    assert {"reduce-overhead", "max-autotune"} <= set(gpu.mode) and not gpu.skipped
+    assert {"coordinate_descent_tuning", "max_autotune_gemm_backends", "epilogue_fusion"} <= set(gpu.options)
+    cpu = load_space("gpu").restrict(device="cpu", task="infer", has_blocks=True)
+    assert cpu.mode == ["default", "max-autotune-no-cudagraphs"]
+    assert set(cpu.options) == {"freezing", "epilogue_fusion"}
+    assert "options.coordinate_descent_tuning: needs CUDA (changes GPU code only)" in cpu.skipped
+    assert any(s.startswith("options.max_autotune_gemm_backends: no choice names CPP") for s in cpu.skipped)
+
+
+VARIES = {"0": {0: [2, 12]}}
+
+
+def shape_space(tmp_path, dynamic: str, shapes: int):
+    return load_space(str(write(tmp_path, f"dynamic: {dynamic}\n"))).restrict(
+        device="cpu", task="infer", has_blocks=False, varying_dims=VARIES, shapes=shapes)
+
+
+def test_more_shapes_than_the_recompile_limit_add_a_raised_limit_searched_with_dynamic_false_only(tmp_path):
+    space = shape_space(tmp_path, "[null, true, false]", shapes=11)
+    assert space.dynamo == {"recompile_limit": [8, 16]}
+    assert "11 input shapes, more than Dynamo's limit of 8" in space.reasons["dynamo.recompile_limit"]
+    assert sorted(c.describe() for c in space.configs()) == [
+        "whole/inductor/default", "whole/inductor/default dynamic=False",
+        "whole/inductor/default dynamic=False recompile_limit=16", "whole/inductor/default dynamic=True"]
+    assert any(s.startswith("dynamo.automatic_dynamic_shapes=false: with dynamic=null it is dynamic=false")
+               for s in space.skipped)
+    assert shape_space(tmp_path, "[null, true, false]", shapes=8).dynamo == {}  # every shape fits the limit
+
+
+def test_without_dynamic_false_automatic_dynamic_shapes_off_is_the_graph_per_shape_choice(tmp_path):
+    space = shape_space(tmp_path, "[null, true]", shapes=11)
+    assert space.dynamo == {"automatic_dynamic_shapes": [True, False], "recompile_limit": [8, 16]}
+    assert sorted(c.describe() for c in space.configs()) == [
+        "whole/inductor/default", "whole/inductor/default -automatic_dynamic_shapes",
+        "whole/inductor/default -automatic_dynamic_shapes recompile_limit=16", "whole/inductor/default dynamic=True"]
+    # every config round-trips through Optuna, and no neighbour changes a setting that does nothing
+    study = optuna.create_study()
+    for cfg in space.configs():
+        study.enqueue_trial(space.params_for(cfg))
+        trial = study.ask()
+        assert space.suggest(trial).key() == cfg.key()
+        study.tell(trial, 1.0)
+    keys = {c.key() for c in space.configs()}
+    assert [c.describe() for c in space.neighbours(CompileConfig())] == [
+        "whole/inductor/default dynamic=True", "whole/inductor/default -automatic_dynamic_shapes"]
+    assert all(c.key() in keys for c in space.neighbours(CompileConfig(dynamic=True)))

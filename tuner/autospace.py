@@ -12,15 +12,18 @@ that most often decide a verdict rather than every knob; the rest are left out w
   without code generation and rarely beats eager, the ``cudagraphs`` backend is CUDA graphs
   without inductor's kernels (mode ``reduce-overhead`` gives both).
 - ``mode``: on a CPU, max-autotune's GEMM template search; on a GPU also CUDA graphs.
-- ``dynamic``: all four choices only when the input schedule varies a dimension; with one
-  shape every choice compiles the same graph.
+- ``dynamic``: null, true, false and marked only when the input schedule varies a dimension (with
+  one shape every choice compiles the same graph), and marked_unbacked when a varying dimension
+  reaches 0 or 1 (tuner/shapes.py). The Dynamo settings the schedule calls for
+  (``recompile_limit`` when it has more shapes than Dynamo compiles graphs) are added by
+  :meth:`~tuner.space.SearchSpace.restrict`, as for any space.
 - ``fullgraph``: false only; ``true`` makes no kernel faster (the same graph without breaks, an
   error with them).
 - ``compile_optimizer``: training only.
 - ``options``: ``freezing`` for inference of a model with parameters (weights as constants: the
   largest CPU win), ``cpp_wrapper`` on a CPU (less overhead per call), and
   ``coordinate_descent_tuning`` on a GPU (Triton block sizes). Options the installed torch
-  lacks are left out.
+  lacks are left out; ``--space cpu`` and ``--space gpu`` search more of them.
 
 Graph-break repairs join after the model check (:func:`tuner.repair.add_repairs`), as for any
 space. The facts come in as plain data (:class:`ModelFacts`), so nothing here runs a model.
@@ -36,7 +39,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .config import BLOCKS, WHOLE
-from .space import MARKED, SearchSpace
+from .space import SearchSpace
+from .shapes import MARKED, MARKED_UNBACKED, reaches_one
 
 AUTO = "auto"
 
@@ -115,11 +119,18 @@ def _dynamic(space: SearchSpace, facts: ModelFacts) -> Choice:
     space.marks = dict(facts.varying_dims)
     if not space.marks:
         space.dynamic = [None]
-        space.skipped.append("dynamic=true, false, marked: inputs never change shape")
+        space.skipped.append(f"dynamic=true, false, {MARKED}, {MARKED_UNBACKED}: inputs never change shape")
         return Choice("dynamic", space.dynamic, "inputs never change shape")
     space.dynamic = [None, True, False, MARKED]
-    return Choice("dynamic", space.dynamic, f"the input schedule varies {_dims(space.marks)}: recompile on change, "
-                                          "all dims dynamic, a graph per shape, or only those dims marked")
+    why = (f"the input schedule varies {_dims(space.marks)}: recompile on change, all dims dynamic, a graph per "
+           "shape, or only those dims marked")
+    if reaches_one(space.marks):
+        space.dynamic.append(MARKED_UNBACKED)
+        why += "; marked_unbacked: those reaching 0 or 1 unbacked, so size 1 needs no graph of its own"
+    else:
+        space.skipped.append(f"dynamic={MARKED_UNBACKED}: no varying input dimension reaches 0 or 1 (which "
+                             "mark_dynamic specialises): the same marks as marked")
+    return Choice("dynamic", space.dynamic, why)
 
 
 def _fullgraph(space: SearchSpace) -> Choice:
@@ -151,12 +162,15 @@ def _options(space: SearchSpace, facts: ModelFacts, cuda: bool) -> list[Choice]:
     if cuda:
         wanted.append(("coordinate_descent_tuning", [False, True], "tunes Triton kernels' block sizes further"))
         space.skipped.append("options.cpp_wrapper: on a GPU reduce-overhead removes the per-call overhead")
+        space.skipped.append("options.max_autotune_gemm_backends, epilogue_fusion: rarely decisive, each doubles "
+                             "the space (--space gpu searches them)")
     else:
         wanted.append(("cpp_wrapper", [False, True], "C++ instead of Python around the kernels: less overhead per call"))
         space.skipped.append("options.coordinate_descent_tuning: Triton kernels only (needs CUDA)")
     space.skipped.append("options.shape_padding: on by default" + ("" if cuda else "; it pads GPU matmuls only"))
-    space.skipped.append("options.aggressive_fusion, epilogue_fusion: rarely decisive, each doubles the space "
-                         "(--space cpu searches them)")
+    if not cuda:
+        space.skipped.append("options.aggressive_fusion, epilogue_fusion: rarely decisive, each doubles the space "
+                             "(--space cpu searches them)")
     known = _inductor_options()
     lines = []
     for name, values, reason in wanted:
@@ -197,7 +211,7 @@ def space_text(space: SearchSpace, choices: list[Choice], name: str) -> str:
     """Every dimension of ``space`` with its values and why, the number of configs and what was
     left out: what ``compile-tune space`` prints. A named space's dimensions come from its file,
     named in the first line; its reasons are the file's comments."""
-    why = {c.dimension: c.reason for c in choices}
+    why = {**space.reasons, **{c.dimension: c.reason for c in choices}}
     dims: list[tuple[str, list]] = [(d, getattr(space, d)) for d in
                                     ("target", "backend", "mode", "dynamic", "fullgraph", "compile_optimizer")]
     dims += [(f"options.{n}", v) for n, v in space.options.items()]

@@ -169,13 +169,14 @@ def _tune(argv: list[str]) -> int:
 def _diagnostics_text(study) -> str:
     from .diagnose import format_breaks, unique_breaks
     from .repair import lines as repair_lines
+    from .shapes import choice_of as dynamic_choice_of
 
     attrs = [dict(t.user_attrs, number=t.number) for t in study.get_trials(deepcopy=False)]
     lines = [format_breaks(unique_breaks(attrs)), *repair_lines(attrs)]
     by_dynamic: dict[str, list[int]] = {}
     for a in attrs:
         if a.get("duplicate_of") is None and a.get("recompiles") is not None and a.get("role") != "eager":
-            dyn = (a.get("config") or {}).get("dynamic")
+            dyn = dynamic_choice_of(a.get("config") or {})
             by_dynamic.setdefault("null" if dyn is None else str(dyn).lower(), []).append(int(a["recompiles"]))
     if any(sum(v) for v in by_dynamic.values()):
         parts = [f"dynamic={k}: {max(v)} max" for k, v in sorted(by_dynamic.items())]

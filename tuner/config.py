@@ -58,7 +58,12 @@ class CompileConfig:
     """Per-dimension dynamic shapes, whole-model target only: input (positional index or keyword
     name) -> dimension -> ``[min, max]`` seen over the input schedule. Those dimensions, and only
     those, are marked dynamic on every call (``torch._dynamo.mark_dynamic``; ``maybe_mark_dynamic``
-    where the range reaches 0 or 1, which Dynamo specialises); see tuner/runtime/marks.py."""
+    where the range reaches 0 or 1, which Dynamo specialises); the range is recorded, not passed
+    as bounds (a bound makes a size outside it an error); see tuner/runtime/marks.py."""
+    mark_unbacked: Mapping[str, Mapping[int, Any]] = field(default_factory=dict)
+    """Like ``mark_dynamic``, for dimensions whose range reaches 0 or 1: marked with
+    ``torch._dynamo.decorators.mark_unbacked``, so sizes 0 and 1 are not specialised and run the
+    same graph as every other size (``dynamic: marked_unbacked``; tuner/shapes.py)."""
     dynamo: Mapping[str, Any] = field(default_factory=dict)
     """``torch._dynamo.config`` overrides for this model's compiled code, any backend, e.g.
     ``{"capture_scalar_outputs": True}``: YAML scalars, or lists of dotted names for the settings
@@ -88,15 +93,22 @@ class CompileConfig:
         # Freeze the mapping so the dataclass stays hashable-by-key and safe to share.
         object.__setattr__(self, "options", dict(sorted(self.options.items())))
         object.__setattr__(self, "dynamo", _dynamo_settings(self.dynamo))
-        object.__setattr__(self, "mark_dynamic", _marks(self.mark_dynamic))
+        object.__setattr__(self, "mark_dynamic", _marks(self.mark_dynamic, "mark_dynamic"))
+        object.__setattr__(self, "mark_unbacked", _marks(self.mark_unbacked, "mark_unbacked"))
         if self.precision is not None and self.precision not in PRECISIONS:
             raise ConfigError(f"`precision` must be one of {', '.join(PRECISIONS)} or null, got {self.precision!r}")
         if self.precision is not None and self.target == NO_COMPILE:
             raise ConfigError(f"`precision: {self.precision}` applies to a compiled model; target none runs eager "
                               "in the model's own dtypes", "drop precision, or set a target")
-        if self.mark_dynamic and self.target != WHOLE:
-            raise ConfigError(f"`mark_dynamic` marks the model's inputs, so it needs `target: whole`, got "
-                              f"{self.target!r}", "drop mark_dynamic, or compile the whole model")
+        for marks in ("mark_dynamic", "mark_unbacked"):
+            if getattr(self, marks) and self.target != WHOLE:
+                raise ConfigError(f"`{marks}` marks the model's inputs, so it needs `target: whole`, got "
+                                  f"{self.target!r}", f"drop {marks}, or compile the whole model")
+        twice = sorted(f"{name}[{dim}]" for name, dims in self.mark_unbacked.items() for dim in dims
+                       if dim in self.mark_dynamic.get(name, {}))
+        if twice:
+            raise ConfigError(f"an input dimension is either in `mark_dynamic` or in `mark_unbacked`, got "
+                              f"{', '.join(twice)} in both", "keep each dimension in one of them")
 
     @property
     def compiles(self) -> bool:
@@ -113,8 +125,8 @@ class CompileConfig:
             "compile_optimizer": self.compile_optimizer,
             **({"dynamo": {k: list(v) if isinstance(v, list) else v for k, v in self.dynamo.items()}}
                if self.dynamo else {}),  # absent when empty: older configs keep their keys
-            **({"mark_dynamic": {k: {d: list(r) for d, r in dims.items()} for k, dims in self.mark_dynamic.items()}}
-               if self.mark_dynamic else {}),
+            **{marks: {k: {d: list(r) for d, r in dims.items()} for k, dims in getattr(self, marks).items()}
+               for marks in ("mark_dynamic", "mark_unbacked") if getattr(self, marks)},  # absent when empty
             **({"precision": self.precision} if self.precision else {}),  # absent when null: keys unchanged
         }
 
@@ -138,8 +150,9 @@ class CompileConfig:
         d = self.to_dict()
         if not self.compile_optimizer:
             del d["compile_optimizer"]  # keeps keys of configs from before this field stable
-        if "mark_dynamic" in d:  # JSON keys are strings: the dims too
-            d["mark_dynamic"] = {k: {str(dim): r for dim, r in dims.items()} for k, dims in d["mark_dynamic"].items()}
+        for marks in ("mark_dynamic", "mark_unbacked"):
+            if marks in d:  # JSON keys are strings: the dims too
+                d[marks] = {k: {str(dim): r for dim, r in dims.items()} for k, dims in d[marks].items()}
         if self.backend not in BACKENDS_WITH_MODES:
             # Other backends ignore mode and options (torch logs and drops them).
             d["mode"], d["options"] = None, {}
@@ -159,6 +172,8 @@ class CompileConfig:
             label += f" dynamic={self.dynamic}"
         if self.mark_dynamic:
             label += " dynamic=" + ",".join(f"{k}[{d}]" for k, dims in self.mark_dynamic.items() for d in dims)
+        if self.mark_unbacked:
+            label += " unbacked=" + ",".join(f"{k}[{d}]" for k, dims in self.mark_unbacked.items() for d in dims)
         if self.fullgraph:
             label += " fullgraph"
         for k, v in self.options.items():
@@ -201,18 +216,18 @@ class CompileConfig:
         return kwargs
 
 
-def _marks(marks) -> dict[str, dict[int, list[int]]]:
-    """``mark_dynamic`` checked and in one canonical form: {input: {dim: [min, max]}}."""
+def _marks(marks, field_name: str) -> dict[str, dict[int, list[int]]]:
+    """``mark_dynamic`` (or ``mark_unbacked``) checked and in one canonical form: {input: {dim: [min, max]}}."""
     if not isinstance(marks, Mapping):
-        raise ConfigError(f"`mark_dynamic` must map inputs to {{dim: [min, max]}}, got {type(marks).__name__}")
+        raise ConfigError(f"`{field_name}` must map inputs to {{dim: [min, max]}}, got {type(marks).__name__}")
     out: dict[str, dict[int, list[int]]] = {}
     for name, dims in sorted(marks.items(), key=lambda kv: str(kv[0])):
         if not isinstance(dims, Mapping) or not dims:
-            raise ConfigError(f"`mark_dynamic.{name}` must map dimensions to [min, max], got {dims!r}")
+            raise ConfigError(f"`{field_name}.{name}` must map dimensions to [min, max], got {dims!r}")
         try:
             out[str(name)] = {int(d): [int(r[0]), int(r[1])] for d, r in sorted(dims.items(), key=lambda kv: int(kv[0]))}
         except (TypeError, ValueError, IndexError, KeyError):
-            raise ConfigError(f"`mark_dynamic.{name}` must map dimensions to [min, max], got {dims!r}") from None
+            raise ConfigError(f"`{field_name}.{name}` must map dimensions to [min, max], got {dims!r}") from None
     return out
 
 

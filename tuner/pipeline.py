@@ -36,7 +36,7 @@ from .study import (ROLE_EAGER, StudyRun, StudySettings, check_settings, default
 from .threads import check_threads
 from .verdict import SKIPPED_ATTR, pick_best
 from .lanes import parse_parallel
-from .runtime.marks import varying_dims
+from .runtime.marks import distinct_shapes, varying_dims
 from .workers import lane_plan, run_workers
 from .workload import load_workload, validate_workload
 
@@ -194,7 +194,8 @@ def search_space(opts: TuneOptions, workload, device: str) -> tuple[SearchSpace,
     are then restricted to what can work on this device and task."""
     model = workload.make_model()
     blocks = find_block_classes(model)
-    varying = varying_dims([workload.make_inputs(), *(workload.make_schedule() or [])])
+    calls = [workload.make_inputs(), *(workload.make_schedule() or [])]
+    varying = varying_dims(calls)
     choices: list[Choice] = []
     if opts.space == AUTO:
         space, choices = build_auto_space(ModelFacts(
@@ -202,10 +203,12 @@ def search_space(opts: TuneOptions, workload, device: str) -> tuple[SearchSpace,
             varying_dims=varying, has_parameters=any(True for _ in model.parameters())))
     else:
         space = load_space(opts.space)
-    # The auto space already fits; restrict records nothing new for it, and keeps one rule for both
-    # (the precisions of --allow-precision-change included).
+    # The auto space already fits, so restrict drops nothing from it; it keeps one rule for both: the
+    # input schedule's Dynamo settings (tuner/shapes.py), the precisions of --allow-precision-change.
     space.restrict(device=device, task=opts.task, has_blocks=bool(blocks), varying_dims=varying,
-                   allow_precision_change=opts.allow_precision_change)
+                   shapes=distinct_shapes(calls), allow_precision_change=opts.allow_precision_change)
+    if choices:  # what restrict added: the input schedule's Dynamo settings (tuner/shapes.py)
+        choices += [Choice(dim, space.dynamo[dim.removeprefix("dynamo.")], why) for dim, why in space.reasons.items()]
     if choices and space.precision != [None]:
         choices.append(Choice("precision", space.precision, "--allow-precision-change: changes numerics"))
     return space, choices
@@ -230,6 +233,8 @@ def _run_study(opts: TuneOptions, log, workload, device: str, threads: int, spac
             log(f"  {len(space.skipped)} choice(s) left out: `compile-tune space {workload.path.name}` says why")
         for note in ([] if choices else space.skipped):
             log(f"  skipped {note}")
+        for dim, why in ({} if choices else space.reasons).items():
+            log(f"  added {dim}: {why}")
         for note in space.notes:
             log(f"  note: {note}")
     sys.stdout.flush()

@@ -6,7 +6,7 @@ A space file lists, per dimension, the values to try::
     target: [whole, blocks]          # or module-name globs such as "layers.*"
     backend: [inductor, aot_eager]
     mode: [default, max-autotune-no-cudagraphs]   # inductor only
-    dynamic: [null, true, false, marked]   # marked: exactly the inputs' dims that vary
+    dynamic: [null, true, false, marked, marked_unbacked]   # marked: exactly the inputs' dims that vary
     fullgraph: [false, true]
     compile_optimizer: [false, true]  # training only: also compile the optimizer step
     options:                          # inductor config overrides, inductor only
@@ -16,7 +16,9 @@ A space file lists, per dimension, the values to try::
     precision: [null, bf16]           # changes numerics: searched only with --allow-precision-change
 
 A scalar means "always this value". Choices that cannot work on the device or task
-(CUDA graphs on a CPU, ``freezing`` for training) are dropped before the search, not tried.
+(CUDA graphs on a CPU, ``freezing`` for training) are dropped before the search, not tried; the
+Dynamo settings an input schedule calls for (``recompile_limit``, ``automatic_dynamic_shapes``) are
+added (:meth:`SearchSpace.restrict`, tuner/shapes.py).
 """
 from __future__ import annotations
 
@@ -36,6 +38,8 @@ from .dynamo_settings import (combinations as dynamo_combinations, drop_defaults
 from .config import BLOCKS, MODES, NO_COMPILE, WHOLE, CompileConfig
 from .errors import SpaceError
 from .precision import FLAG as PRECISION_FLAG, PRECISIONS, offered as offered_precisions
+from .shapes import (DYNAMIC_CHOICES, MARKED, MARKED_UNBACKED, choice_of as dynamic_choice_of,
+                     matters as shape_setting_matters, reaches_one, schedule_settings, split_marks)
 
 #: The package whose data files are the bundled spaces (the repository's ``search_spaces/``).
 BUNDLED_PACKAGE = "tuner.search_spaces"
@@ -47,9 +51,12 @@ TOP_LEVEL_KEYS = ("description",) + DIMENSIONS
 #: another choice (max-autotune == max-autotune-no-cudagraphs), so trying them wastes trials.
 CUDA_ONLY_BACKENDS = {"cudagraphs"}
 CUDA_ONLY_MODES = {"reduce-overhead", "max-autotune"}
+#: Inductor options that change Triton (GPU) code only; on a CPU every choice compiles the same.
+CUDA_ONLY_OPTION_PREFIXES = ("triton.", "cuda.")
+CUDA_ONLY_OPTIONS = {"coordinate_descent_tuning"}
+#: Which GEMM backends max-autotune compares: ATEN and CPP are the CPU's, the others GPU ones.
+GEMM_BACKENDS = "max_autotune_gemm_backends"
 INFERENCE_ONLY_OPTIONS = {"freezing"}
-#: The ``dynamic`` choice that marks exactly the input dimensions that vary over the schedule.
-MARKED = "marked"
 
 
 @dataclass
@@ -78,6 +85,12 @@ class SearchSpace:
     marks: dict = field(default_factory=dict)
     """What ``dynamic: marked`` marks: the input dimensions that vary over the schedule (set by
     :meth:`restrict`; tuner/runtime/marks.py)."""
+    shape_settings: list[str] = field(default_factory=list)
+    """The ``dynamo`` settings :meth:`restrict` added for the input schedule. Each matters only with
+    some ``dynamic`` choices (tuner/shapes.py ``matters``); with the others it stays at Dynamo's
+    default, so configs that would differ only there are one config."""
+    reasons: dict[str, str] = field(default_factory=dict)
+    """Why :meth:`restrict` added a dimension (``dynamo.recompile_limit`` -> why), for ``compile-tune space``."""
 
     def suggest(self, trial) -> CompileConfig:
         """Ask an Optuna trial for one config; mode and options only exist under inductor."""
@@ -95,22 +108,29 @@ class SearchSpace:
             f"dynamo.{n}", [dynamo_param(c) for c in cs]), cs) for n, cs in self.dynamo.items()}
         # asked only when searched, so studies without precision keep their parameters
         precision = trial.suggest_categorical("precision", self.precision) if self.precision != [None] else None
-        return CompileConfig(target, backend, mode, fullgraph=fullgraph, options=_drop_defaults(options),
-                             compile_optimizer=compile_optimizer, **self._dynamic(dynamic, target),
-                             dynamo=dynamo_drop_defaults(dynamo), precision=precision)
+        return self._fit(CompileConfig(target, backend, mode, fullgraph=fullgraph, options=_drop_defaults(options),
+                                       compile_optimizer=compile_optimizer, **self._dynamic(dynamic, target),
+                                       dynamo=dynamo_drop_defaults(dynamo), precision=precision))
 
     def _dynamic(self, choice, target: str) -> dict[str, Any]:
-        """The config fields of a ``dynamic`` choice; ``marked`` marks the model's inputs, so with
-        another target it is plain automatic dynamic (the same config as ``null``)."""
-        if choice != MARKED:
-            return {"dynamic": choice}
-        return {"dynamic": None, "mark_dynamic": self.marks if target == WHOLE else {}}
+        """The config fields of a ``dynamic`` choice; ``marked`` and ``marked_unbacked`` mark the
+        model's inputs, so with another target they are plain automatic dynamic (``null``)."""
+        if choice not in (MARKED, MARKED_UNBACKED):
+            return {"dynamic": choice, "mark_dynamic": {}, "mark_unbacked": {}}
+        if target != WHOLE:
+            return {"dynamic": None, "mark_dynamic": {}, "mark_unbacked": {}}
+        return {"dynamic": None, **split_marks(self.marks, unbacked=choice == MARKED_UNBACKED)}
+
+    def _fit(self, cfg: CompileConfig) -> CompileConfig:
+        """``cfg`` without the schedule settings that change nothing under its ``dynamic`` choice."""
+        idle = [n for n in self.shape_settings if n in cfg.dynamo and not shape_setting_matters(n, cfg)]
+        return replace(cfg, dynamo={k: v for k, v in cfg.dynamo.items() if k not in idle}) if idle else cfg
 
     def params_for(self, cfg: CompileConfig) -> dict[str, Any]:
         """The Optuna params that make :meth:`suggest` return ``cfg`` (for enqueue_trial)."""
         params: dict[str, Any] = {
             "target": cfg.target, "backend": cfg.backend, "fullgraph": cfg.fullgraph,
-            "dynamic": MARKED if cfg.mark_dynamic else cfg.dynamic,
+            "dynamic": dynamic_choice_of(cfg),
             "compile_optimizer": cfg.compile_optimizer,
         }
         if self.precision != [None]:
@@ -134,6 +154,13 @@ class SearchSpace:
         settings usually matter: target, backend, mode, dynamic, options, dynamo, precision, fullgraph,
         optimizer."""
         base = replace(cfg, mode=cfg.mode or "default")
+        # a schedule setting changed under a dynamic choice it does not matter for is no neighbour
+        out: dict[str, CompileConfig] = {base.key(): base}
+        for changed in map(self._fit, self._neighbours(base)):
+            out.setdefault(changed.key(), changed)
+        return list(out.values())[1:]
+
+    def _neighbours(self, base: CompileConfig) -> list[CompileConfig]:
         out: list[CompileConfig] = []
         for dim in ("target", "backend", "mode", "dynamic"):
             if dim == "mode" and base.backend != "inductor":
@@ -145,7 +172,7 @@ class SearchSpace:
                         out.append(changed)
                     continue
                 if value != getattr(base, dim):
-                    drop_marks = {"mark_dynamic": {}} if dim == "target" and value != WHOLE else {}
+                    drop_marks = {"mark_dynamic": {}, "mark_unbacked": {}} if dim == "target" and value != WHOLE else {}
                     changed = replace(base, **{dim: value}, **drop_marks)
                     if dim == "backend" and value != "inductor":
                         changed = replace(changed, mode=None, options={})
@@ -188,31 +215,30 @@ class SearchSpace:
                 cfg = CompileConfig(target, backend, mode, fullgraph=fullgraph, options=opts,
                                     compile_optimizer=compile_optimizer, **self._dynamic(dynamic, target))
                 for dynamo, precision in itertools.product(dynamo_sets, self.precision):
-                    with_dynamo = replace(cfg, dynamo=dynamo, precision=precision)
+                    with_dynamo = self._fit(replace(cfg, dynamo=dynamo, precision=precision))
                     seen.setdefault(with_dynamo.key(), with_dynamo)
         return list(seen.values())
 
-    def restrict(self, *, device: str, task: str, has_blocks: bool,
-                 varying_dims: dict | None = None, allow_precision_change: bool = False) -> "SearchSpace":
+    def restrict(self, *, device: str, task: str, has_blocks: bool, varying_dims: dict | None = None,
+                 shapes: int = 1, allow_precision_change: bool = False) -> "SearchSpace":
         """Drop choices that cannot work here; record each drop in ``skipped``. ``varying_dims``:
-        the input dimensions that vary over the schedule (what ``dynamic: marked`` marks).
+        the input dimensions that vary over the schedule (what ``dynamic: marked`` marks);
+        ``shapes``: how many distinct input shapes it has. Both decide the ``dynamo`` settings the
+        schedule calls for, which are added with a reason in ``reasons`` (tuner/shapes.py).
         ``allow_precision_change`` (``--allow-precision-change``): search ``precision``, the YAML's
         choices or else every one the device supports; without it every precision is dropped."""
         cuda = device.startswith("cuda")
-
-        def keep(dim: str, values: list, bad: set, why: str) -> list:
-            kept = [v for v in values if v not in bad]
-            for v in values:
-                if v in bad:
-                    self.skipped.append(f"{dim}={v}: {why}")
-            return kept
-
         if not cuda:
-            self.backend = keep("backend", self.backend, CUDA_ONLY_BACKENDS, "needs CUDA")
-            self.mode = keep("mode", self.mode, CUDA_ONLY_MODES, "needs CUDA (same as another choice on CPU)")
-            for name in [n for n in self.options if n.startswith("triton.")]:
-                self.skipped.append(f"options.{name}: needs CUDA (Triton)")
+            self._drop("backend", CUDA_ONLY_BACKENDS, "needs CUDA")
+            self._drop("mode", CUDA_ONLY_MODES, "needs CUDA (same as another choice on CPU)")
+            for name in [n for n in self.options if n.startswith(CUDA_ONLY_OPTION_PREFIXES) or n in CUDA_ONLY_OPTIONS]:
+                self.skipped.append(f"options.{name}: needs CUDA (changes GPU code only)")
                 del self.options[name]
+            gemm = self.options.get(GEMM_BACKENDS, [])
+            if gemm and not any("CPP" in str(v).upper().split(",") for v in gemm):
+                self.skipped.append(f"options.{GEMM_BACKENDS}: no choice names CPP, the CPU's GEMM templates, so on a "
+                                    "CPU every choice is ATen alone")
+                del self.options[GEMM_BACKENDS]
         if task != "train" and True in self.compile_optimizer:
             self.skipped.append("compile_optimizer=True: training only")
             self.compile_optimizer = [False]
@@ -221,14 +247,8 @@ class SearchSpace:
                 self.skipped.append(f"options.{name}: inference only")
                 del self.options[name]
         if not has_blocks:
-            self.target = keep("target", self.target, {BLOCKS}, "the model has no repeated submodule class")
-        self.marks = dict(varying_dims or {})
-        if not self.marks:
-            self.dynamic = keep("dynamic", self.dynamic, {MARKED}, "no input dimension varies over the input schedule")
-        elif MARKED in self.dynamic and WHOLE not in self.target:
-            self.dynamic = keep("dynamic", self.dynamic, {MARKED}, "it marks the model's inputs: needs target whole")
-        if not self.dynamic:
-            self.dynamic = [None]
+            self._drop("target", {BLOCKS}, "the model has no repeated submodule class")
+        self._restrict_dynamic(dict(varying_dims or {}), shapes)
         self._restrict_precision(device, allow_precision_change)
         for dim in ("target", "backend", "mode"):
             if not getattr(self, dim):
@@ -237,6 +257,32 @@ class SearchSpace:
                     f"add a `{dim}` value that works on {device}",
                 )
         return self
+
+    def _drop(self, dim: str, bad: set, why: str) -> None:
+        """The ``bad`` choices of ``dim`` dropped, each noted in ``skipped`` with ``why``."""
+        values = getattr(self, dim)
+        self.skipped += [f"{dim}={_yaml(v)}: {why}" for v in values if v in bad]
+        setattr(self, dim, [v for v in values if v not in bad])
+
+    def _restrict_dynamic(self, marks: dict, shapes: int) -> None:
+        """The marked choices where they can mark something; the schedule's Dynamo settings added."""
+        self.marks = marks
+        both = {MARKED, MARKED_UNBACKED}
+        if not marks:
+            self._drop("dynamic", both, "no input dimension varies over the input schedule")
+        elif WHOLE not in self.target:
+            self._drop("dynamic", both, "it marks the model's inputs: needs target whole")
+        elif not reaches_one(marks):
+            self._drop("dynamic", {MARKED_UNBACKED}, "no varying input dimension reaches 0 or 1 (which "
+                       "mark_dynamic specialises): the same marks as marked")
+        self.dynamic = self.dynamic or [None]
+        added, skipped = schedule_settings(self.dynamic, shapes=shapes, varies=bool(marks), listed=self.dynamo,
+                                           recompile_limit=dynamo_known_settings()["recompile_limit"])
+        for setting in added:
+            self.dynamo[setting.name] = setting.values
+            self.shape_settings.append(setting.name)
+            self.reasons[f"dynamo.{setting.name}"] = setting.reason
+        self.skipped += skipped
 
     def _restrict_precision(self, device: str, allowed: bool) -> None:
         """Precisions change numerics: none without the flag (each listed one noted as skipped),
@@ -256,6 +302,11 @@ class SearchSpace:
             elif p is not None and p in why:
                 self.notes.append(f"precision={p}: {why[p]}")
         self.precision = [p for p in self.precision if p is None or p in kept] or [None]
+
+
+def _yaml(value: Any) -> str:
+    """A choice as the YAML file writes it; others (backend names, modes) as they are."""
+    return "null" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def _drop_defaults(options: dict[str, Any]) -> dict[str, Any]:
@@ -384,8 +435,8 @@ def _validate(data: dict, path: Path, lines: dict[str, int]) -> SearchSpace:
     if "dynamic" in data:
         space.dynamic = choices("dynamic", data["dynamic"])
         for d in space.dynamic:
-            if d not in (None, True, False, MARKED):
-                fail("dynamic", f"values must be null, true, false or {MARKED}, got {d!r}")
+            if d not in DYNAMIC_CHOICES:
+                fail("dynamic", f"values must be null, true, false, {MARKED} or {MARKED_UNBACKED}, got {d!r}")
     for flag in ("fullgraph", "compile_optimizer"):
         if flag in data:
             setattr(space, flag, choices(flag, data[flag]))
@@ -418,10 +469,11 @@ def _validate_options(options: dict, fail) -> dict[str, list]:
     for name, value in options.items():
         key = f"options.{name}"
         name = str(name).replace("-", "_")
-        if name not in defaults:
+        if name not in defaults:  # named in the error line itself: the option the user most likely meant
             close = difflib.get_close_matches(name, list(defaults), n=1)
-            fail(key, "is not an inductor option",
-                 f"did you mean `{close[0]}`?" if close else "see torch._inductor.list_options()")
+            fail(key, f"is not an inductor option in torch {_torch_version()}"
+                 + (f"; did you mean `{close[0]}`?" if close else ""),
+                 f"the {len(defaults)} options are torch._inductor.list_options(); a space offers only those")
         values = value if isinstance(value, list) else [value]
         if not values:
             fail(key, "has no choices")
@@ -431,6 +483,12 @@ def _validate_options(options: dict, fail) -> dict[str, list]:
                 fail(key, f"values must be {type(default).__name__} like the default {default!r}, got {v!r}")
         out[name] = values
     return out
+
+
+def _torch_version() -> str:
+    import torch
+
+    return str(torch.__version__).split("+")[0]
 
 
 #: Backends every torch 2.13 registers: naming one needs no look-up (importing Dynamo to list the

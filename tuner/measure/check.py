@@ -3,8 +3,10 @@
 Traces the model with Dynamo only (``backend="eager"``: no code generation, so it is quick) and
 reports graph breaks with their user source lines, numpy code that Dynamo traces (found by a
 second trace with numpy tracing off), data-dependent Python, whether ``fullgraph=True`` can
-work, and the recompiles each ``dynamic`` setting causes over the input schedule. Runs in its
-own process like a trial, so its Dynamo state is never shared with anything else.
+work, and the recompiles each ``dynamic`` setting causes over the input schedule (the marked
+choices of tuner/shapes.py included, and ``dynamic=False`` with the raised ``recompile_limit`` the
+space adds when the default one is hit). Runs in its own process like a trial, so its Dynamo state
+is never shared with anything else.
 """
 from __future__ import annotations
 
@@ -15,13 +17,15 @@ from typing import Any
 from ..diagnose import DynamoLogCapture
 from ..spec import TrialSpec
 from ..workload import call_model
-from ..runtime.marks import marked, varying_dims
+from ..runtime.marks import distinct_shapes, marked, varying_dims
+from ..shapes import MARKED, MARKED_UNBACKED, RECOMPILE_LIMIT, reaches_one, schedule_settings, split_marks
 from .setup import prepare
 
 DYNAMIC_SETTINGS = (None, False, True)
 
 
-def _trace(model, inputs_list, *, dynamic=None, trace_numpy=True, train=False, marks=None) -> dict[str, Any]:
+def _trace(model, inputs_list, *, dynamic=None, trace_numpy=True, train=False, marks=None, unbacked=None,
+           dynamo=None) -> dict[str, Any]:
     import torch
     from torch._dynamo.utils import counters
 
@@ -29,10 +33,12 @@ def _trace(model, inputs_list, *, dynamic=None, trace_numpy=True, train=False, m
     counters.clear()
     m = copy.deepcopy(model)
     compiled = torch.compile(m.forward, backend="eager", dynamic=dynamic)
-    if marks:
-        compiled = marked(compiled, marks)
+    if marks or unbacked:
+        compiled = marked(compiled, marks or {}, unbacked)
+        # a mark stays on the tensor: copies keep it from the traces that follow this one
+        inputs_list = [torch.utils._pytree.tree_map_only(torch.Tensor, torch.Tensor.clone, i) for i in inputs_list]
     error = None
-    with torch._dynamo.config.patch(trace_numpy=trace_numpy), DynamoLogCapture() as logs:
+    with torch._dynamo.config.patch(trace_numpy=trace_numpy, **(dynamo or {})), DynamoLogCapture() as logs:
         ctx = torch.enable_grad() if train else torch.no_grad()
         with ctx:
             for inputs in inputs_list:
@@ -108,11 +114,30 @@ def run_check(spec: TrialSpec) -> dict[str, Any]:
         marks = varying_dims([inputs, *schedule])
         if marks:  # what `dynamic: marked` does: exactly the dimensions that vary, from the start
             traced = _trace(model, schedule, marks=marks, train=train)
-            per_dynamic["marked"] = {**_over_schedule(traced), "marks": marks}
+            per_dynamic[MARKED] = {**_over_schedule(traced), "marks": marks}
+        if reaches_one(marks):  # `marked_unbacked`: no graph of its own for size 0 or 1
+            split = split_marks(marks, unbacked=True)
+            traced = _trace(model, schedule, marks=split["mark_dynamic"], unbacked=split["mark_unbacked"], train=train)
+            per_dynamic[MARKED_UNBACKED] = {**_over_schedule(traced), "marks": split["mark_unbacked"]}
+        if per_dynamic["false"]["recompile_limit_hit"]:  # the limit the space adds for a graph per shape
+            per_dynamic.update(_raised_limit(model, schedule, distinct_shapes([inputs, *schedule]), train))
         result["schedule"] = {"length": len(schedule), "dynamic": per_dynamic,
                               "recommended_dynamic": _recommend(per_dynamic)}
     result["seconds"] = time.perf_counter() - start
     return result
+
+
+def _raised_limit(model, schedule, shapes: int, train: bool) -> dict[str, dict]:
+    """``dynamic=False`` with the ``recompile_limit`` the space adds for ``shapes`` input shapes."""
+    import torch
+
+    added, _ = schedule_settings([False], shapes=shapes, varies=True, listed={},
+                                 recompile_limit=torch._dynamo.config.recompile_limit)
+    limit = next((s.values[-1] for s in added if s.name == RECOMPILE_LIMIT), None)
+    if limit is None:
+        return {}
+    traced = _trace(model, schedule, dynamic=False, train=train, dynamo={RECOMPILE_LIMIT: limit})
+    return {f"false {RECOMPILE_LIMIT}={limit}": _over_schedule(traced)}
 
 
 def _over_schedule(traced: dict) -> dict[str, Any]:

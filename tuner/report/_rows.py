@@ -4,8 +4,11 @@ A numeric cell is ``(shown text, sort value)``; Markdown keeps the text, HTML so
 """
 from __future__ import annotations
 
+import json
+
 import pandas as pd
 
+from ..shapes import settings_text as shape_settings_text
 from ._data import ReportData, trial_state
 from ._fmt import count, megabytes, millis, missing, number, ratio, seconds, text, truthy
 from ._tables import failure_category
@@ -91,18 +94,27 @@ def dimension_rows(data: ReportData) -> list[list]:
 
 
 def dynamic_rows(data: ReportData) -> list[list]:
-    """Completed trials over an input schedule, by their ``dynamic`` choice (``marked``: exactly
-    the input dimensions that vary); empty unless more than one choice was measured."""
+    """Completed trials over an input schedule, by how they handle shapes: the ``dynamic`` choice
+    (``marked``: exactly the input dimensions that vary; ``marked_unbacked``: those reaching 0 or 1
+    unbacked) and the schedule's Dynamo settings (``recompile_limit``, ``automatic_dynamic_shapes``;
+    tuner/shapes.py); empty unless more than one way was measured."""
     frame = data.frame
     done = frame[(frame["state"] == "COMPLETE") & frame["total_time_s"].notna() & frame["backend"].notna()]
     if "schedule_len" not in done.columns:
         return []
     done = done[done["schedule_len"].notna() & done["duplicate_of"].isna()]
-    if done["dynamic"].map(str).nunique() < 2:
+    shapes = {i: _shape_handling(r) for i, r in done.iterrows()}
+    if len(set(shapes.values())) < 2:
         return []
     rows = []
-    for _, r in done.sort_values(["total_time_s"]).iterrows():
-        rows.append(["null (automatic)" if missing(r.get("dynamic")) else text(r.get("dynamic")),
-                     text(r.get("config_label")), count(r.get("recompiles")), seconds(r.get("compile_time_s")),
-                     millis(r.get("step_time_s")), seconds(r.get("total_time_s"))])
+    for i, r in done.sort_values(["total_time_s"]).iterrows():
+        rows.append([shapes[i], text(r.get("config_label")), count(r.get("recompiles")),
+                     seconds(r.get("compile_time_s")), millis(r.get("step_time_s")), seconds(r.get("total_time_s"))])
     return rows
+
+
+def _shape_handling(r) -> str:
+    """``null (automatic)``, ``False recompile_limit=16``, ``marked_unbacked``, ..."""
+    dynamo = r.get("dynamo")
+    settings = shape_settings_text(json.loads(dynamo) if isinstance(dynamo, str) and dynamo else {})
+    return ("null (automatic)" if missing(r.get("dynamic")) else text(r.get("dynamic"))) + settings

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..shapes import choice_of as dynamic_choice_of
 from ._fmt import text, truthy
 
 #: trials.csv columns, in order (others follow).
@@ -32,7 +33,7 @@ def trials_frame(study) -> pd.DataFrame:
         row.update({k: v for k, v in attrs.items() if k not in _DETAIL_COLUMNS})
         row.update(
             target=cfg.get("target"), backend=cfg.get("backend"), mode=cfg.get("mode"),
-            dynamic="marked" if cfg.get("mark_dynamic") else cfg.get("dynamic"), fullgraph=cfg.get("fullgraph"),
+            dynamic=dynamic_choice_of(cfg), fullgraph=cfg.get("fullgraph"),
             options=json.dumps(cfg.get("options") or {}, sort_keys=True),
             dynamo=json.dumps(cfg.get("dynamo") or {}, sort_keys=True),
             precision=cfg.get("precision"),  # set: the trial changed numerics (tuner/precision.py)

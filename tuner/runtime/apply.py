@@ -61,7 +61,7 @@ def apply_config(model, config: "CompileConfig | str | Path | Mapping[str, Any]"
     kwargs = cfg.compile_kwargs()
     dynamo = resolved(cfg.dynamo) if cfg.dynamo else None  # a bad name fails before anything compiles
     for _, module in regions:
-        compile_in_place(module, kwargs, cfg.mark_dynamic)
+        compile_in_place(module, kwargs, cfg.mark_dynamic, cfg.mark_unbacked)
         if dynamo:  # per call, for this model only: tuner/runtime/dynamo.py says why
             module.forward = scoped(module.forward, dynamo)
     if cfg.precision:  # around the whole model's forward, whatever the target: tuner/runtime/precision.py
@@ -158,18 +158,20 @@ def _warn_on_thread_mismatch(tuned_on: Mapping[str, Any], path) -> None:
         )
 
 
-def compile_in_place(module, kwargs: dict[str, Any], marks: Mapping[str, Any] | None = None) -> None:
+def compile_in_place(module, kwargs: dict[str, Any], marks: Mapping[str, Any] | None = None,
+                     unbacked: Mapping[str, Any] | None = None) -> None:
     """Compile ``module.forward`` and keep the module object (and its state_dict keys).
 
     ``nn.Module.compile()`` compiles ``_call_impl``, and torch 2.13 silently skips that frame
     for classes defined inside ``torch.nn`` (``nn.Sequential``, ``nn.TransformerEncoderLayer``):
     nothing gets compiled. Wrapping the bound ``forward`` works for every class. With ``marks``
-    (``CompileConfig.mark_dynamic``) the inputs' varying dimensions are marked dynamic first.
+    (``CompileConfig.mark_dynamic``) the inputs' varying dimensions are marked dynamic first, with
+    ``unbacked`` (``CompileConfig.mark_unbacked``) marked unbacked.
     """
     import torch
 
     compiled = torch.compile(module.forward, **kwargs)
-    module.forward = marked(compiled, marks) if marks else compiled
+    module.forward = marked(compiled, marks or {}, unbacked) if marks or unbacked else compiled
 
 
 def optimizer_step(optimizer, config: "CompileConfig | str | Path | Mapping[str, Any]"):
