@@ -241,11 +241,13 @@ def test_a_run_finds_fewer_graphs_than_plain_compile_and_the_report_says_which_s
     trials = pd.read_csv(out / "trials.csv")
     compiled = trials[trials["role"].isin(("plain", "search")) & (trials["state"] == "COMPLETE")]
     plain_graphs = int(compiled[compiled["role"] == "plain"]["graphs"].iloc[0])
+    repaired = compiled[compiled["dynamo"] != "{}"]
+    assert (repaired["graphs"] < plain_graphs).all() and len(repaired) == 2, compiled[["config_label", "graphs"]]
+    # Which config is fastest is a measurement (fewer graphs usually win here, but a loaded machine
+    # can reorder configs a few percent apart; benchmarks measure speed): whichever it is, it is the pick.
     fastest = compiled.sort_values("total_time_s").iloc[0]
-    # Fewer graphs is fewer Dynamo entries and kernel calls per step: faster over the scored steps.
-    assert int(fastest["graphs"]) < plain_graphs and fastest["dynamo"] != "{}", compiled[["config_label", "graphs", "total_time_s"]]
     best = load_tuned_config(out / "best_config.yaml")
-    if best.verdict == "compile":  # eager itself may be faster still (a tiny model): then nothing compiled is picked
+    if best.verdict == "compile":  # eager itself may be faster still: then nothing compiled is picked
         assert best.config.key() == fastest["config_key"]
     report = (out / "report.md").read_text()
     section = report.split("## Graph-break repair")[1].split("\n## ")[0]
