@@ -88,14 +88,18 @@ def test_mode_and_options_exist_only_under_inductor(tmp_path):
     assert seen == {c.key() for c in configs}
 
 
-def test_params_for_reproduces_each_config(tmp_path):
-    space = load_space("quick")
+def assert_round_trips(space):
+    """Every config of ``space`` comes back from Optuna as itself: params_for then suggest."""
     study = optuna.create_study()
     for cfg in space.configs():
         study.enqueue_trial(space.params_for(cfg))
         trial = study.ask()
         assert space.suggest(trial).key() == cfg.key()
         study.tell(trial, 1.0)
+
+
+def test_params_for_reproduces_each_config(tmp_path):
+    assert_round_trips(load_space("quick"))
 
 
 def test_default_valued_options_collapse_to_the_same_config():
@@ -163,12 +167,7 @@ def test_without_dynamic_false_automatic_dynamic_shapes_off_is_the_graph_per_sha
         "whole/inductor/default", "whole/inductor/default -automatic_dynamic_shapes",
         "whole/inductor/default -automatic_dynamic_shapes recompile_limit=16", "whole/inductor/default dynamic=True"]
     # every config round-trips through Optuna, and no neighbour changes a setting that does nothing
-    study = optuna.create_study()
-    for cfg in space.configs():
-        study.enqueue_trial(space.params_for(cfg))
-        trial = study.ask()
-        assert space.suggest(trial).key() == cfg.key()
-        study.tell(trial, 1.0)
+    assert_round_trips(space)
     keys = {c.key() for c in space.configs()}
     assert [c.describe() for c in space.neighbours(CompileConfig())] == [
         "whole/inductor/default dynamic=True", "whole/inductor/default -automatic_dynamic_shapes"]
