@@ -11,7 +11,7 @@ from tuner.report import render_reports, summary_table, trials_frame
 from tuner.report._data import collect
 from tuner.report._plots import pareto_front
 from tuner.study import scoring_from_study
-from tuner.pipeline import pick_saved
+from tuner.outputs import pick_saved
 
 import studies
 

@@ -279,7 +279,7 @@ def _show(argv: list[str]) -> int:
     args = _saved_run_parser("compile-tune show", "Print the verdict and top trials of a run.").parse_args(argv)
     if has_storage(args.dir, args.storage):
         from .report import open_saved_study, trials_frame
-        from .pipeline import pick_saved
+        from .outputs import pick_saved
 
         study = open_saved_study(args.dir, args.storage, args.study_name)
         print(summary_table(trials_frame(study)))
@@ -302,7 +302,7 @@ def _show(argv: list[str]) -> int:
 
 
 def _report(argv: list[str]) -> int:
-    from .pipeline import rebuild_outputs
+    from .outputs import rebuild_outputs
 
     args = _saved_run_parser(
         "compile-tune report",

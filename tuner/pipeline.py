@@ -21,18 +21,19 @@ from .confirm import confirm_finalists
 from .autospace import AUTO, Choice, ModelFacts, build_auto_space
 from .isolated import prestart_launcher, run_isolated
 from .measure.check import format_check
-from .config import TunedConfig, save_tuned_config
+from .config import TunedConfig
 from .errors import TunerError
 from .progress import Progress
 from .repair import add_repairs
-from .report import open_saved_study, summary_table, trials_frame, write_reports, write_trials_csv
+from .outputs import eager_done, write_outputs
+from .report import summary_table, trials_frame
 from .space import SearchSpace, load_space
 from .storage import HEARTBEAT_S, redact, scrub
 from .search import Tuner
 from .spec import TrialSpec
 from .targets import find_block_classes
-from .study import (ROLE_EAGER, StudyRun, StudySettings, check_settings, default_threads,
-                    fail_stale_trials, measured_trials, open_store, scoring_from_study)
+from .study import (StudyRun, StudySettings, check_settings, default_threads,
+                    fail_stale_trials, open_store, scoring_from_study)
 from .threads import check_threads
 from .verdict import SKIPPED_ATTR, pick_best
 from .lanes import parse_parallel
@@ -275,7 +276,7 @@ def _run_study(opts: TuneOptions, log, workload, device: str, threads: int, spac
         if failure is not None:
             raise failure
         return TuneResult(out_dir=out_dir, tuned=None, run=run, summary="")  # type: ignore[arg-type]
-    if run.scoring is None and _eager_done(study):
+    if run.scoring is None and eager_done(study):
         run.scoring = scoring_from_study(study)  # stopped while plain torch.compile was measured
     if run.scoring is None:
         if failure is not None:
@@ -386,10 +387,6 @@ def _record_time(study, clock: RunClock) -> None:
     study.set_user_attr(BUDGET_ATTR, clock.budget_record())
 
 
-def _eager_done(study) -> bool:
-    return bool(measured_trials(study, roles=(ROLE_EAGER,)))
-
-
 def _optional(what: str, step, run: StudyRun, log) -> bool:
     """Run an extra after the verdict is written; its failure is a note, not a lost run."""
     try:
@@ -415,31 +412,3 @@ def check_model(workload_path: str, task: str, work_dir: Path, device: str = "cp
         return {"graph_breaks": [], "trace_error": f"the check itself failed: {fail.get('category')}: "
                 f"{(fail.get('raw') or '')[:200]}", "fullgraph_possible": False, "seconds": result.get("trial_wall_s", 0)}
     return result["check"]
-
-
-def write_outputs(study, tuned: TunedConfig, out_dir: Path) -> None:
-    save_tuned_config(tuned, out_dir / "best_config.yaml")
-    write_trials_csv(study, out_dir / "trials.csv")
-    write_reports(study, tuned, scoring_from_study(study), out_dir)
-
-
-def rebuild_outputs(out_dir: str | Path, storage: str | None = None, study_name: str | None = None):
-    """Write every output of a finished run again from its study storage alone; no trial is run.
-
-    Returns ``(study, tuned)``. Example: ``rebuild_outputs("results/mlp")`` (``compile-tune report``).
-    """
-    study = open_saved_study(out_dir, storage, study_name)
-    tuned = pick_saved(study)
-    write_outputs(study, tuned, Path(out_dir))
-    return study, tuned
-
-
-def pick_saved(study) -> TunedConfig:
-    """:func:`pick_best` for a study read back from storage."""
-    scoring = scoring_from_study(study)
-    if scoring is None or not _eager_done(study):
-        raise TunerError(f"study '{study.study_name}' has no eager baseline yet, so there is nothing to report",
-                         "run compile-tune on the model with this --out to measure it")
-    device = (study.user_attrs.get("settings") or {}).get("device", "cpu")
-    return pick_best(study, scoring, device)
-
