@@ -68,6 +68,20 @@ def test_a_password_in_the_storage_url_appears_nowhere(two_workers):
         assert PASSWORD not in text, f"password in {where}"
 
 
+def stop_if_still_running(url, name, trial):
+    """Freeze the trial's worker; the trial if it is still running then (the kill lands inside it), else None.
+
+    A search trial here lasts about a second, so a kill timed by sleeping can land after it
+    was recorded. A stopped worker records nothing: what the storage says now holds until the kill.
+    """
+    pid = trial.system_attrs["compile_tune:owner"]["pid"]
+    os.kill(pid, signal.SIGSTOP)
+    if load_study(url, name).trials[trial.number].state == TrialState.RUNNING:
+        return trial
+    os.kill(pid, signal.SIGCONT)
+    return None
+
+
 def test_a_worker_killed_mid_trial_is_found_by_its_heartbeat_and_its_config_measured_again(postgres_url, tmp_path):
     name = f"kill-{os.getpid()}-{time.time_ns()}"
     args = tune_args(tmp_path / "blocks", postgres_url, name, "--trials", "3", "--workers", "2", "--heartbeat", "1")
@@ -82,10 +96,9 @@ def test_a_worker_killed_mid_trial_is_found_by_its_heartbeat_and_its_config_meas
             continue
         for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
             if t.user_attrs.get("role") == "search" and t.user_attrs.get("config_key"):
-                victim = t
+                victim = stop_if_still_running(postgres_url, name, t)
                 break
     assert victim is not None, "a search trial ran"
-    time.sleep(1)  # inside the measurement
     os.kill(victim.system_attrs["compile_tune:owner"]["pid"], signal.SIGKILL)
     stdout, _ = main.communicate(timeout=600)
     assert main.returncode == 0, stdout[-3000:]
