@@ -33,15 +33,23 @@ from tuner.space import load_space  # noqa: E402
 from tuner.search import Tuner  # noqa: E402
 from tuner.study import (StudyRun, StudySettings, has_repeated_blocks, open_store, open_study,  # noqa: E402
                          scoring_from_study)
+from tuner.runtime.marks import distinct_shapes, varying_dims  # noqa: E402
 from tuner.workload import load_workload  # noqa: E402
 
 SPACE = str(ROOT / "benchmarks" / "sweep.yaml")
 
 
+def space_for(workload: str, space: str | None = None):
+    """The space as a run restricts it for this workload (blocks, the input schedule's dims)."""
+    loaded = load_workload(workload)
+    calls = [loaded.make_inputs(), *(loaded.make_schedule() or [])]
+    return load_space(space or SPACE).restrict(
+        device="cpu", task="infer", has_blocks=has_repeated_blocks(loaded.make_model()),
+        varying_dims=varying_dims(calls), shapes=distinct_shapes(calls))
+
+
 def sweep(workload: str, out: Path, steps: int, measure_seconds: float) -> None:
-    space = load_space(SPACE).restrict(device="cpu", task="infer",
-                                       has_blocks=has_repeated_blocks(load_workload(workload).make_model()))
-    n = len(space.configs())
+    n = len(space_for(workload).configs())
     cmd = [sys.executable, "-m", "tuner", workload, "--space", SPACE, "--trials", str(n), "--steps", str(steps),
            "--out", str(out), "--confirm", "0", "--no-warm-start", "--no-check", "--no-progress",
            "--measure-seconds", str(measure_seconds)]
@@ -72,14 +80,13 @@ class ReplayTuner(Tuner):
         super().__init__(*args, **kwargs)
         self.results = results
 
-    def measure(self, config: CompileConfig, label: str = "trial", compile_budget_s=None, warm=True) -> dict:
+    def measure(self, config: CompileConfig, label: str = "trial", compile_budget_s=None, warm=None, **_) -> dict:
         return dict(self.results[config.key()])
 
 
 def budgeted(workload: str, results: dict, settings: dict, seed: int, budget: int) -> float:
     """Best total time a budgeted search finds (plain baseline counted in the budget)."""
-    space = load_space(SPACE).restrict(device="cpu", task="infer",
-                                       has_blocks=has_repeated_blocks(load_workload(workload).make_model()))
+    space = space_for(workload)
     with tempfile.TemporaryDirectory() as tmp:
         store = open_store(f"sqlite:///{tmp}/replay.db", "replay", seed=seed)
         study = store.study
@@ -98,6 +105,31 @@ def budgeted(workload: str, results: dict, settings: dict, seed: int, budget: in
         return min(totals) if totals else math.inf
 
 
+def same_compile(config: CompileConfig) -> str:
+    """``config.key()`` with inductor options at their default dropped: ``shape_padding: true``
+    in one space and no shape_padding in another compile the same way."""
+    from torch._inductor import config as inductor_config
+
+    defaults = inductor_config.get_config_copy()
+    d = CompileConfig.from_dict(config.to_dict())
+    d.options = {k: v for k, v in d.options.items() if defaults.get(k, object()) != v}
+    return d.key()
+
+
+def compare(workload: str, other: str, ok: dict, scoring, optimum: float) -> None:
+    """The best of the swept configs that ``other`` (a smaller space) also offers."""
+    offered = {same_compile(c) for c in space_for(workload, other).configs()}
+    inside = {k: r for k, r in ok.items() if same_compile(CompileConfig.from_dict(r["config"])) in offered}
+    if not inside:
+        print(f"  {Path(other).name}: none of its configs is in this sweep")
+        return
+    best = min(inside, key=lambda k: scoring.total_time(inside[k]))
+    total = scoring.total_time(inside[best])
+    print(f"  best of {Path(other).name}'s configs ({len(inside)} of its {len(offered)} swept): "
+          f"{CompileConfig.from_dict(inside[best]['config']).describe()} at {total:.1f} s; "
+          f"the optimum takes {optimum / total:.3f}x its time")
+
+
 def main() -> int:
     global SPACE
     warnings.filterwarnings("ignore", module="optuna")
@@ -111,6 +143,8 @@ def main() -> int:
     p.add_argument("--extra-budgets", type=int, nargs="*", default=[3, 4, 6],
                    help="also report these budgets (trials), to show the curve")
     p.add_argument("--space", default=SPACE, help="the space to sweep [benchmarks/sweep.yaml]")
+    p.add_argument("--compare-space", default=None,
+                   help="also print the best of the swept configs this (smaller) space offers")
     args = p.parse_args()
     SPACE = args.space
     base = Path(args.sweep_dir or tempfile.mkdtemp(prefix="sweep-"))
@@ -132,6 +166,12 @@ def main() -> int:
         label = CompileConfig.from_dict(results[optimum_key]["config"]).describe()
         eager_total = scoring.eager_total
         print(f"  sweep: {n} configs, optimum {label} at {optimum:.1f} s (eager {eager_total:.1f} s)")
+        plain = next((r for r in results.values() if r.get("role") == "plain"), None)
+        if plain is not None and plain.get("status") == "ok":
+            total = scoring.total_time(plain)
+            print(f"  plain torch.compile: {total:.1f} s; the optimum takes {optimum / total:.3f}x its time")
+        if args.compare_space:
+            compare(workload, args.compare_space, ok, scoring, optimum)
         for b in sorted({budget, *[min(n, x) for x in args.extra_budgets]}):
             gaps = [(budgeted(workload, results, settings, seed, b) - optimum) / optimum for seed in range(args.seeds)]
             within = sum(g <= 0.03 for g in gaps)

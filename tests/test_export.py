@@ -230,6 +230,18 @@ def test_an_inductor_option_the_optimizer_compile_and_the_warm_start_are_named_w
     assert not {"target", "fullgraph"} & {x["setting"] for x in blocks["torchtitan"]["not_carried"]}
 
 
+def test_marked_dimensions_and_dynamo_settings_are_named_where_dropped():
+    cfg = CompileConfig(target="whole", backend="inductor", mark_dynamic={"input_ids": {1: [32, 128]}},
+                        mark_unbacked={"input_ids": {0: [1, 8]}}, dynamo={"capture_scalar_outputs": True})
+    for name, block in exports(tuned_dict(cfg)).items():
+        lost = {x["setting"]: x["value"] for x in block["not_carried"]}
+        assert {"mark_dynamic", "mark_unbacked", "dynamo.capture_scalar_outputs"} <= set(lost), name
+        assert lost["dynamo.capture_scalar_outputs"] is True, name
+    stay = exports(tuned_dict(cfg, verdict="stay_eager"))
+    assert not any("dynamo." in x["setting"] or "mark_" in x["setting"]
+                   for block in stay.values() for x in block["not_carried"]), "nothing is lost when nothing compiles"
+
+
 def test_a_glob_target_and_an_unknown_backend_are_named_where_dropped():
     blocks = exports(tuned_dict(CompileConfig(target="layers.*", backend="aot_eager")))
     for name in ("accelerate", "hf-trainer", "torchtitan", "vllm"):

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from tuner import forkserver
 from tuner.measure import forkserver as forkserver_module
-from tuner.isolated import run_isolated
+from tuner.isolated import default_threads as launcher_threads, preload_workload, prestart_launcher, run_isolated
 from tuner.spec import TrialSpec
 
 from conftest import WORKLOADS
@@ -84,3 +84,52 @@ def test_a_workload_that_cannot_run_twice_in_one_process_still_runs(tmp_path):
                         "def example_inputs():\n    return (torch.randn(2, 4),)\n")
     assert run_isolated(spec(workload), timeout=300, work_dir=tmp_path)["status"] == "ok"
     assert forkserver_module.workload_imports(str(workload)) == ["torch", "torch._dynamo"]
+
+
+def fresh_launcher(work_dir: Path) -> None:
+    """A launcher started now, in this test's environment (one from an earlier test may hold another)."""
+    forkserver._shutdown()
+    forkserver._server = None
+    prestart_launcher(work_dir)
+
+
+def test_the_launcher_reports_the_thread_count_a_fresh_process_of_the_user_gets(tmp_path, monkeypatch):
+    from tuner.study import default_threads as asked_of_a_fresh_interpreter
+
+    for omp in ("1", None):
+        if omp is None:
+            monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+        else:
+            monkeypatch.setenv("OMP_NUM_THREADS", omp)
+        fresh_launcher(tmp_path / "work")
+        assert launcher_threads() == asked_of_a_fresh_interpreter()
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    assert launcher_threads() is None, "a launcher started with other thread variables does not answer"
+
+
+#: Says whether the launcher imported its package (``wave``, which nothing else here imports) before the fork.
+NEEDS_PRELOAD = '''
+import sys
+PRELOADED = "wave" in sys.modules
+import wave
+import torch
+
+def build_model():
+    assert PRELOADED, "the launcher did not import this file's packages"
+    return torch.nn.Linear(4, 4)
+
+def example_inputs():
+    return (torch.randn(2, 4),)
+'''
+
+
+def test_on_the_cpu_the_launcher_imports_the_workloads_packages_once_for_all_trials(tmp_path):
+    workload = tmp_path / "needs_preload.py"
+    workload.write_text(NEEDS_PRELOAD)
+    fresh_launcher(tmp_path / "work")
+    preload_workload(str(workload), "cuda")  # on a GPU they might initialise CUDA: not imported
+    assert run_isolated(spec(workload), timeout=300, work_dir=tmp_path)["status"] == "failed"
+    fresh_launcher(tmp_path / "work")
+    preload_workload(str(workload), "cpu")
+    result = run_isolated(spec(workload), timeout=300, work_dir=tmp_path)
+    assert result["status"] == "ok" and result["child_import_s"] < 0.05, result.get("failure")

@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .config import BLOCKS, WHOLE
+from .config_defaults import inductor_defaults
 from .space import SearchSpace
 from .shapes import MARKED, MARKED_UNBACKED, reaches_one
 
@@ -183,9 +184,7 @@ def _options(space: SearchSpace, facts: ModelFacts, cuda: bool) -> list[Choice]:
 
 
 def _inductor_options() -> set[str]:
-    from torch._inductor import config as inductor_config
-
-    return set(inductor_config.get_config_copy())
+    return set(inductor_defaults())
 
 
 def _dims(marks: dict) -> str:

@@ -12,10 +12,12 @@ Exit codes: 0 success, 2 bad input (one ``error:`` line and a ``hint:``), 130 in
 from __future__ import annotations
 
 import argparse
+import atexit
 import os
 import sys
 import traceback
 import warnings
+from typing import NoReturn
 
 from ._version import __version__
 from .errors import TunerError
@@ -91,6 +93,20 @@ def _tune_parser() -> argparse.ArgumentParser:
     p.add_argument("--verbose", action="store_true", help="tracebacks for errors")
     p.add_argument("--version", action="version", version=f"compile-tune {__version__}")
     return p
+
+
+def run() -> NoReturn:
+    """The ``compile-tune`` command: :func:`main`, then the exit handlers (the trial launcher's
+    shutdown, logging's flush), then exit without unloading the interpreter: torch, Dynamo,
+    inductor and matplotlib take a second or more to tear down, and everything is written."""
+    code = main()
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe (`| head`): nothing more to say anyway
+            pass
+    os._exit(code if isinstance(code, int) else 1)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -11,9 +11,12 @@ Nothing here runs a model; torch is imported only to read the config module's na
 from __future__ import annotations
 
 import difflib
+import functools
 import importlib
 import itertools
 from typing import Any, Callable
+
+from .config_defaults import cached
 
 #: The prefix of a setting's full name; an alias to another module keeps its own name.
 CONFIG_MODULE = "torch._dynamo.config"
@@ -26,13 +29,24 @@ def _config():
     return config
 
 
+@functools.lru_cache(maxsize=1)
+def _defaults() -> dict:
+    """The defaults as space values, and the aliases: from a cache file after the first run
+    (tuner/config_defaults.py: importing the config module imports Dynamo, seconds)."""
+    def read() -> dict:
+        config = _config()
+        return {"values": {k: canonical_value(v) for k, v in config.get_config_copy().items()},
+                "aliases": {k: e.alias for k, e in config._config.items() if getattr(e, "alias", None)}}
+
+    return cached(CONFIG_MODULE, "_dynamo/config.py", read)
+
+
 def known_settings() -> dict[str, Any]:
-    """Every ``torch._dynamo.config`` name -> its value in this (untouched) process; aliases
+    """Every ``torch._dynamo.config`` name -> its default in this torch; aliases
     (``ignore_logger_methods``, ``cache_size_limit``) included, with their target's value."""
-    config = _config()
-    values = {k: canonical_value(v) for k, v in config.get_config_copy().items()}
-    for name, entry in config._config.items():
-        if name not in values and getattr(entry, "alias", None):
+    values = dict(_defaults()["values"])
+    for name in _defaults()["aliases"]:
+        if name not in values:
             values[name] = values.get(canonical_name(name))  # read without touching it: reads warn
     return values
 
@@ -40,8 +54,7 @@ def known_settings() -> dict[str, Any]:
 def canonical_name(name: str) -> str:
     """An alias inside ``torch._dynamo.config`` -> the name it stands for
     (``ignore_logger_methods`` -> ``ignore_logging_functions``); any other name unchanged."""
-    entry = _config()._config.get(name)
-    alias = getattr(entry, "alias", None) if entry is not None else None
+    alias = _defaults()["aliases"].get(name)
     if alias and alias.startswith(CONFIG_MODULE + "."):
         return alias[len(CONFIG_MODULE) + 1:]
     return name

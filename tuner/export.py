@@ -64,6 +64,8 @@ class _View:
         self.fullgraph = bool(cfg.get("fullgraph", False))
         self.compile_optimizer = bool(cfg.get("compile_optimizer", False))
         self.precision = cfg.get("precision") if self.compiles else None
+        self.marks = {kind: cfg[kind] for kind in ("mark_dynamic", "mark_unbacked") if cfg.get(kind)}
+        self.dynamo = dict(cfg.get("dynamo") or {})
         self.measured = tuned.get("measured") or {}
 
 
@@ -90,9 +92,20 @@ def _lost(setting: str, value: Any, why: str) -> dict[str, Any]:
     return {"setting": setting, "value": value, "why": why}
 
 
+_MARKERS = {"mark_dynamic": "torch._dynamo.mark_dynamic", "mark_unbacked": "torch._dynamo.decorators.mark_unbacked"}
+
+
 def _common_losses(c: _View, tool: str) -> list[dict[str, Any]]:
     """What no tool but compile-tune's own runtime carries: the optimizer compile and the warm start."""
     lost = []
+    for kind, dims in c.marks.items() if c.compiles else ():
+        lost.append(_lost(kind, dims, f"{tool} calls torch.compile only; the measured config marks these input "
+                          f"dimensions on every call ({_MARKERS[kind]}), which tuner.apply_config does; "
+                          "without the marks the first new size recompiles"))
+    for name, value in c.dynamo.items() if c.compiles else ():
+        lost.append(_lost(f"dynamo.{name}", value, f"{tool} has no setting for torch._dynamo.config; the measured "
+                          f"config sets it around every compiled call, which tuner.apply_config does (or wrap the "
+                          f"calls in torch._dynamo.config.patch({name}={value!r}))"))
     if c.compile_optimizer:
         lost.append(_lost("compile_optimizer", True, f"{tool} compiles the model only; compile the optimizer step "
                           "with tuner.optimizer_step(optimizer, PATH_TO_best_config.yaml)"))

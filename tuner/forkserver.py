@@ -34,6 +34,9 @@ class ForkServer:
         self._pids: dict[int, int] = {}
         self._exits: dict[int, int] = {}
         self._ready = False
+        self.threads: int | None = None  # torch's default thread count in the launcher's environment
+        # The variables that decide that count: it answers for a tuner whose own are the same.
+        self.thread_env = thread_env(env)
         self.alive = True
         with open(log_path, "ab") as log:
             self.proc = subprocess.Popen(
@@ -57,6 +60,8 @@ class ForkServer:
             with self._cond:
                 if message.get("ready"):
                     self._ready = True
+                elif "threads" in message:
+                    self.threads = message["threads"]
                 elif "pid" in message:
                     self._pids[message["id"]] = message["pid"]
                 else:
@@ -66,18 +71,32 @@ class ForkServer:
             self.alive = False
             self._cond.notify_all()
 
+    def wait_threads(self) -> int | None:
+        """torch's default thread count, as soon as the launcher has imported torch; None if it died."""
+        with self._cond:
+            self._cond.wait_for(lambda: self.threads is not None or self._ready or not self.alive,
+                                timeout=READY_TIMEOUT_S)
+            return self.threads
+
+    def preload(self, workload: str) -> None:
+        """Have the launcher import the workload's packages before it starts a trial."""
+        with self._cond:
+            self._send({"preload": workload})
+
+    def _send(self, request: dict) -> None:
+        if not self.alive:
+            raise ForkServerDown("the trial launcher has exited")
+        try:
+            self.proc.stdin.write((json.dumps(request) + "\n").encode())
+            self.proc.stdin.flush()
+        except OSError as exc:
+            raise ForkServerDown(f"the trial launcher has exited ({exc})") from exc
+
     def start(self, argv: list[str], env: dict[str, str], log_path: Path) -> "ForkedProcess":
         self.wait_ready()
         with self._cond:
-            if not self.alive:
-                raise ForkServerDown("the trial launcher has exited")
             number = next(self._ids)
-            request = {"id": number, "argv": argv, "env": env, "cwd": os.getcwd(), "log": str(log_path)}
-            try:
-                self.proc.stdin.write((json.dumps(request) + "\n").encode())
-                self.proc.stdin.flush()
-            except OSError as exc:
-                raise ForkServerDown(f"the trial launcher has exited ({exc})") from exc
+            self._send({"id": number, "argv": argv, "env": env, "cwd": os.getcwd(), "log": str(log_path)})
             self._cond.wait_for(lambda: number in self._pids or not self.alive, timeout=60)
             if number not in self._pids:
                 raise ForkServerDown("the trial launcher did not start the trial")
@@ -126,7 +145,11 @@ _failed = False
 _lock = threading.Lock()
 
 
-def prestart(workload: str | None, server_env: dict[str, str], work_dir: Path) -> None:
+def thread_env(env) -> tuple[str | None, str | None]:
+    return env.get("OMP_NUM_THREADS"), env.get("MKL_NUM_THREADS")
+
+
+def prestart(server_env: dict[str, str], work_dir: Path) -> None:
     """Start the launcher now, without waiting for it: its imports overlap the tuner's own."""
     global _server
     if os.environ.get(SWITCH_ENV, "1") == "0":
@@ -135,9 +158,36 @@ def prestart(workload: str | None, server_env: dict[str, str], work_dir: Path) -
         if _server is None or not _server.alive:
             try:
                 work_dir.mkdir(parents=True, exist_ok=True)
-                _server = ForkServer(workload, server_env, work_dir / "forkserver.log")
+                _server = ForkServer(None, server_env, work_dir / "forkserver.log")
             except OSError:
                 pass  # start() tries again, and falls back to fresh interpreters
+
+
+def default_threads(env) -> int | None:
+    """torch's default thread count in a fresh process with ``env``'s thread variables, as the
+    running launcher found it; None without a launcher started with the same variables."""
+    with _lock:
+        server = _server
+    if server is None or not server.alive or server.thread_env != thread_env(env):
+        return None
+    return server.wait_threads()
+
+
+def ready() -> bool:
+    """Whether a trial could start from the launcher now (True without one: nothing to wait for)."""
+    with _lock:
+        server = _server
+    return server is None or not server.alive or server._ready
+
+
+def preload(workload: str) -> None:
+    """Have the running launcher import the workload's packages (trials run on the CPU)."""
+    with _lock:
+        if _server is not None and _server.alive:
+            try:
+                _server.preload(workload)
+            except ForkServerDown:
+                pass  # start() starts another one, with the workload
 
 
 def start(argv: list[str], env: dict[str, str], log_path: Path, workload: str | None,

@@ -20,7 +20,8 @@ from dataclasses import asdict
 from pathlib import Path
 
 from .interrupts import interruptible
-from .forkserver import prestart as prestart_forked, start as start_forked
+from .forkserver import (default_threads as launcher_threads, preload as preload_forked,
+                         prestart as prestart_forked, ready as launcher_ready, start as start_forked)
 from .diagnose import failure
 from .launch import python_command
 from .spec import TrialSpec
@@ -88,9 +89,23 @@ def run_isolated(
     return result
 
 
-def prestart_launcher(workload: str, device: str, threads: int, work_dir: Path) -> None:
-    """Start the trial launcher in the background (tuner/forkserver.py), before the first trial."""
-    prestart_forked(workload if device == "cpu" else None, _child_env(threads, None, None), work_dir)
+def prestart_launcher(work_dir: Path) -> None:
+    """Start the trial launcher in the background (tuner/forkserver.py), in the user's environment
+    (no thread pinning: it reports the default thread count, see :func:`default_threads`)."""
+    prestart_forked(_child_env(None, None, None), work_dir)
+
+
+def default_threads() -> int | None:
+    """torch's default thread count in a fresh process of the user's, as the launcher found it once
+    it imported torch; None where no launcher runs (the caller then asks a fresh interpreter)."""
+    return launcher_threads(os.environ)
+
+
+def preload_workload(workload: str, device: str) -> None:
+    """On the CPU, the launcher imports the workload's packages once for all trials (on a GPU they
+    might initialise CUDA, which a forked child could not use)."""
+    if device == "cpu":
+        preload_forked(workload)
 
 
 def _start(spec: TrialSpec, argv: list[str], env: dict[str, str], log, log_path: Path, traced: bool):
@@ -99,7 +114,7 @@ def _start(spec: TrialSpec, argv: list[str], env: dict[str, str], log, log_path:
     is read when torch is imported, so the launcher's import would not trace)."""
     if not traced:
         forked = start_forked(argv, env, log_path, workload=spec.workload if spec.device == "cpu" else None,
-                                  server_env=_child_env(spec.threads, None, None))
+                                  server_env=_child_env(None, None, None))
         if forked is not None:
             return forked
     return subprocess.Popen(
@@ -138,14 +153,13 @@ def _wait(proc: subprocess.Popen, out_path: Path, start: float, timeout: float,
     return None
 
 
-def _child_env(threads: int, cache: Path | None, extra: dict[str, str] | None) -> dict[str, str]:
+def _child_env(threads: int | None, cache: Path | None, extra: dict[str, str] | None) -> dict[str, str]:
     env = dict(os.environ)
     if cache is not None:
         env["TORCHINDUCTOR_CACHE_DIR"] = str(cache)
+    if threads is not None:  # pin every thread pool the same way for every trial, so trials are comparable
+        env.update(OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
     env.update(
-        # Pin every thread pool the same way for every trial, so trials are comparable.
-        OMP_NUM_THREADS=str(threads),
-        MKL_NUM_THREADS=str(threads),
         PYTHONUNBUFFERED="1",
         COMPILE_TUNE_PARENT_PID=str(os.getpid()),  # see workers.die_with_parent
     )

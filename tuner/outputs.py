@@ -2,7 +2,9 @@
 study, and written again from storage alone (``compile-tune report``) without running a trial."""
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
+from typing import Callable
 
 from .config import TunedConfig, save_tuned_config
 from .errors import TunerError
@@ -14,6 +16,23 @@ from .verdict import pick_best
 def eager_done(study) -> bool:
     """Whether the study holds a measured eager baseline (every verdict needs it)."""
     return bool(measured_trials(study, roles=(ROLE_EAGER,)))
+
+
+#: What writing the reports imports (pandas, matplotlib, Optuna's importances): about a second.
+REPORT_MODULES = ("tuner.report._data", "tuner.report._html", "tuner.report._markdown", "matplotlib.figure",
+                  "matplotlib.backends.backend_svg", "optuna.importance")
+
+
+def import_report_modules(until: Callable[[], bool]) -> None:
+    """Import what the reports need, one module at a time, until ``until()`` says to stop: the
+    time a run waits for its trial launcher anyway, and no trial is being timed in it."""
+    for name in REPORT_MODULES:
+        if until():
+            return
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            return  # the reports will say what is missing
 
 
 def write_outputs(study, tuned: TunedConfig, out_dir: Path) -> None:

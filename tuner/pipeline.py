@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import shutil
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -19,13 +19,14 @@ from .budget import (BUDGET_ATTR, BUDGET_RAN_OUT, PHASE_ATTR, Plan, RunClock, bu
 from .bundle import bundle_and_measure
 from .confirm import confirm_finalists
 from .autospace import AUTO, Choice, ModelFacts, build_auto_space
-from .isolated import prestart_launcher, run_isolated
+from .isolated import (default_threads as launcher_threads, launcher_ready, preload_workload, prestart_launcher,
+                       run_isolated)
 from .measure.check import format_check
 from .config import TunedConfig
 from .errors import TunerError
 from .progress import Progress
 from .repair import add_repairs
-from .outputs import eager_done, write_outputs
+from .outputs import eager_done, import_report_modules, write_outputs
 from .report import summary_table, trials_frame
 from .space import SearchSpace, load_space
 from .storage import HEARTBEAT_S, redact, scrub
@@ -158,21 +159,25 @@ def tune(opts: TuneOptions, log: Callable[[str], None] | None = None) -> TuneRes
     """
     log = log or logger.info
     clock = RunClock(opts.budget, opts.budget_deadline)
-    # default_threads asks a fresh interpreter (an import of torch): on another core, while this one loads the workload
-    probe = None if opts.threads else ThreadPoolExecutor(max_workers=1)
-    asked = probe.submit(default_threads) if probe else None
-    workload = load_workload(opts.workload)
-    validate_workload(workload, opts.task)
-    device = resolve_device(opts.device)
-    threads = opts.threads or asked.result()
-    if probe:
-        probe.shutdown()
+    out_dir = Path(opts.out or Path("results") / Path(opts.workload).stem)
+    created = not out_dir.exists()
+    if Path(opts.workload).is_file():
+        # The trial launcher imports torch, Dynamo and inductor (seconds) while this process loads
+        # the workload, builds the space and opens the study; it reports the default thread count.
+        out_dir.mkdir(parents=True, exist_ok=True)
+        prestart_launcher(out_dir / "work")
+    try:
+        workload = load_workload(opts.workload)
+        validate_workload(workload, opts.task)
+        device = resolve_device(opts.device)
+    except TunerError:
+        if created:  # a file that is not a workload leaves no folder behind
+            shutil.rmtree(out_dir, ignore_errors=True)
+        raise
+    preload_workload(str(workload.path), device)
+    threads = opts.threads or launcher_threads() or default_threads()
     # --workers processes measure at the same thread count, and stop at the same deadline
     opts = dataclasses.replace(opts, threads=threads, budget_deadline=clock.deadline)
-    out_dir = Path(opts.out or Path("results") / workload.name)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    # the launcher imports torch, Dynamo and inductor while this process builds the space and opens the study
-    prestart_launcher(str(workload.path), device, threads, out_dir / "work")
     space, choices = search_space(opts, workload, device)
     storage = opts.storage or f"sqlite:///{(out_dir / 'study.db').resolve()}"
     settings = StudySettings(
@@ -342,6 +347,7 @@ def _measure(opts: TuneOptions, device: str, tuner: Tuner, run: StudyRun, progre
         with clock.phase("search"):
             run_workers(opts, device, tuner, run, progress, lanes)
         return
+    import_report_modules(until=launcher_ready)  # the seconds a first trial waits for the launcher
     with clock.phase("baselines"):
         run.scoring = tuner.baselines()
     overrun = clock.overrun("the model check and the baselines")  # they run whatever the budget says

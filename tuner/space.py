@@ -37,6 +37,7 @@ from .dynamo_settings import (combinations as dynamo_combinations, drop_defaults
                               validate_section as dynamo_validate_section)
 from .config import BLOCKS, MODES, NO_COMPILE, WHOLE, CompileConfig
 from .errors import SpaceError
+from .config_defaults import Opaque, inductor_defaults, matches_default_type
 from .precision import FLAG as PRECISION_FLAG, PRECISIONS, offered as offered_precisions
 from .shapes import (DYNAMIC_CHOICES, MARKED, MARKED_UNBACKED, choice_of as dynamic_choice_of,
                      matters as shape_setting_matters, reaches_one, schedule_settings, split_marks)
@@ -142,9 +143,7 @@ class SearchSpace:
             params["mode"] = cfg.mode if cfg.mode in self.mode else "default"
             if params["mode"] not in self.mode:
                 params["mode"] = self.mode[0]
-            from torch._inductor import config as inductor_config
-
-            defaults = inductor_config.get_config_copy()
+            defaults = inductor_defaults()
             for name in self.options:
                 params[f"options.{name}"] = cfg.options.get(name, defaults.get(name))
         return params
@@ -180,9 +179,7 @@ class SearchSpace:
                         changed = replace(changed, mode=self.mode[0])
                     out.append(changed)
         if base.backend == "inductor":
-            from torch._inductor import config as inductor_config
-
-            defaults = inductor_config.get_config_copy()
+            defaults = inductor_defaults()
             for name, values in self.options.items():
                 current = base.options.get(name, defaults.get(name))
                 for value in values:
@@ -313,9 +310,7 @@ def _drop_defaults(options: dict[str, Any]) -> dict[str, Any]:
     """Options equal to inductor's default are left out, so equal configs get equal keys."""
     if not options:
         return options
-    from torch._inductor import config as inductor_config
-
-    defaults = inductor_config.get_config_copy()
+    defaults = inductor_defaults()
     return {k: v for k, v in options.items() if defaults.get(k, object()) != v}
 
 
@@ -462,9 +457,7 @@ def _validate(data: dict, path: Path, lines: dict[str, int]) -> SearchSpace:
 
 
 def _validate_options(options: dict, fail) -> dict[str, list]:
-    from torch._inductor import config as inductor_config
-
-    defaults = inductor_config.get_config_copy()
+    defaults = inductor_defaults()
     out: dict[str, list] = {}
     for name, value in options.items():
         key = f"options.{name}"
@@ -479,8 +472,9 @@ def _validate_options(options: dict, fail) -> dict[str, list]:
             fail(key, "has no choices")
         default = defaults[name]
         for v in values:
-            if default is not None and not isinstance(v, type(default)):
-                fail(key, f"values must be {type(default).__name__} like the default {default!r}, got {v!r}")
+            if not matches_default_type(v, default):
+                kind = default.type_name if isinstance(default, Opaque) else type(default).__name__
+                fail(key, f"values must be {kind} like the default {default!r}, got {v!r}")
         out[name] = values
     return out
 

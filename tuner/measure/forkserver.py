@@ -9,11 +9,14 @@ environment (its own ``TORCHINDUCTOR_CACHE_DIR``) and working directory. The wor
 executed in every child (``load_workload``), never here, so its module state is fresh; only the
 packages it imports are loaded already (read from its source).
 
-Protocol (the client is tuner/forkserver.py): one JSON object per line. The parent writes
-``{"id", "argv", "env", "cwd", "log"}``; this process answers ``{"ready": true}`` once,
-``{"id", "pid"}`` when a child is started and ``{"id", "exit"}`` (the exit code, negative for a
-signal, as ``subprocess`` reports it) when it ends. It exits when the parent closes its stdin,
-and dies with the parent (``die_with_parent``); its children die with it.
+Protocol (the client is tuner/forkserver.py): one JSON object per line. This process says
+``{"threads": N}`` once torch is imported (``torch.get_num_threads()`` here, in the user's
+environment: the thread count the user's own run gets) and ``{"ready": true}`` once everything
+is. The parent writes ``{"preload": WORKLOAD}`` (import that file's packages now: the device is
+known to be the CPU) and ``{"id", "argv", "env", "cwd", "log"}`` (start a trial); this process
+answers ``{"id", "pid"}`` when a child is started and ``{"id", "exit"}`` (the exit code, negative
+for a signal, as ``subprocess`` reports it) when it ends. It exits when the parent closes its
+stdin, and dies with the parent (``die_with_parent``); its children die with it.
 """
 from __future__ import annotations
 
@@ -36,6 +39,12 @@ def preload(workload: str | None) -> None:
 
     from .__main__ import main as _trial_main  # noqa: F401  (the trial's own modules)
 
+    preload_workload(workload)
+
+
+def preload_workload(workload: str | None) -> None:
+    """Import the packages the workload file imports (on a GPU they might initialise CUDA, which
+    a forked child could not use: the parent asks for this only when trials run on the CPU)."""
     for name in workload_imports(workload):
         try:
             importlib.import_module(name)
@@ -78,6 +87,9 @@ def serve(requests: int, answers: int) -> None:
             while b"\n" in pending:
                 line, pending = pending.split(b"\n", 1)
                 request = json.loads(line)
+                if "preload" in request:
+                    preload_workload(request["preload"])
+                    continue
                 pid = os.fork()
                 if pid == 0:
                     _child(request, requests, answers)
@@ -143,9 +155,16 @@ def main(argv: list[str]) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C is the tuner's to handle
     answers = os.dup(1)
     os.dup2(2, 1)  # a stray print of an import must not corrupt the protocol
+    import torch
+
+    # Asked before anything could change it: the count a fresh process of the user's gets
+    # (OMP_NUM_THREADS if set, else torch's rule for this build and this CPU affinity).
+    _answer(answers, {"threads": torch.get_num_threads()})
     preload(argv[0] if argv and argv[0] else None)
     _answer(answers, {"ready": True})
     serve(0, answers)
+    sys.stderr.flush()
+    os._exit(0)  # tearing down torch, Dynamo and inductor takes a second the tuner would wait for
 
 
 if __name__ == "__main__":
