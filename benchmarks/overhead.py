@@ -17,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from datetime import datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -35,9 +36,11 @@ def main() -> int:
            "--steps", str(args.steps), "--out", str(out), "--no-progress", "--confirm", "0", "--no-warm-start"]
     if not args.check:
         cmd.append("--no-check")
+    began = datetime.now()  # naive local time, as Optuna stamps trials
     start = time.perf_counter()
     subprocess.run(cmd, cwd=ROOT, check=True, capture_output=True)
     wall = time.perf_counter() - start
+    ended = datetime.now()
 
     import optuna
 
@@ -64,6 +67,15 @@ def main() -> int:
     print(f"  imports inside trial processes (torch):            {imports:6.1f} s")
     print(f"  process start-up and result hand-off:              {process:6.1f} s")
     print(f"  parent: model check {check:.1f} s, storage, sampling, reports: {parent:6.1f} s")
+    stamped = sorted((t.datetime_start, t.datetime_complete) for t in study.get_trials(deepcopy=False)
+                     if t.datetime_start and t.datetime_complete and t.user_attrs.get("duplicate_of") is None)
+    if stamped:
+        before = (stamped[0][0] - began).total_seconds()
+        after = (ended - stamped[-1][1]).total_seconds()
+        between = sum(max(0.0, (b[0] - a[1]).total_seconds()) for a, b in zip(stamped, stamped[1:]))
+        print(f"  of the wall time: {before:.1f} s before the first trial (start-up: imports, the launcher), "
+              f"{between:.1f} s between trials ({between / max(1, len(stamped) - 1):.2f} s each), "
+              f"{after:.1f} s after the last (reports, exit)")
     measured = measuring + warm
     print(f"wall / measurement = {wall / measured:.3f} (target <= 1.10)")
     shutil.rmtree(out, ignore_errors=True)
