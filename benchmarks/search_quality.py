@@ -108,12 +108,12 @@ def budgeted(workload: str, results: dict, settings: dict, seed: int, budget: in
 def same_compile(config: CompileConfig) -> str:
     """``config.key()`` with inductor options at their default dropped: ``shape_padding: true``
     in one space and no shape_padding in another compile the same way."""
-    from torch._inductor import config as inductor_config
+    from dataclasses import replace
 
-    defaults = inductor_config.get_config_copy()
-    d = CompileConfig.from_dict(config.to_dict())
-    d.options = {k: v for k, v in d.options.items() if defaults.get(k, object()) != v}
-    return d.key()
+    from tuner.config_defaults import inductor_defaults
+
+    defaults = inductor_defaults()
+    return replace(config, options={k: v for k, v in config.options.items() if defaults.get(k, object()) != v}).key()
 
 
 def compare(workload: str, other: str, ok: dict, scoring, optimum: float) -> None:

@@ -1,0 +1,71 @@
+"""The order the search measures configs in: every one-setting change of plain torch.compile
+first, then changes of the best so far. The trials' measurements are canned (the search loop is
+under test here, not the measuring): a config's speedup is a number this test chooses."""
+from pathlib import Path
+
+from tuner.config import CompileConfig
+from tuner.search import Tuner
+from tuner.space import load_space
+from tuner.study import StudyRun, StudySettings, open_store
+
+SPACE = """
+target: [whole]
+backend: [inductor, aot_eager]
+mode: [default, max-autotune-no-cudagraphs]
+options:
+  freezing: [false, true]
+  cpp_wrapper: [false, true]
+"""
+
+
+class Canned(Tuner):
+    """The real search loop; each trial answers with the speedup ``speedup_of`` gives its config."""
+
+    def __init__(self, *args, speedup_of, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.speedup_of, self.order = speedup_of, []
+
+    def measure(self, config: CompileConfig, *args, **kwargs) -> dict:
+        self.order.append(config.describe())
+        speedup = self.speedup_of(config)
+        return {"status": "ok", "correct": True, "speedup": speedup, "eager_step_s": 0.001,
+                "step_time_s": 0.001 / speedup, "compile_time_s": 1.0 if config.compiles else 0.0}
+
+
+def speedups(config: CompileConfig) -> float:
+    """Plain 1.5x; max-autotune times faster (1.6x), but cpp_wrapper is the setting that matters (1.8x)."""
+    if not config.compiles:
+        return 1.0
+    if config.backend != "inductor":
+        return 0.9
+    speedup = 1.5
+    speedup += 0.1 if config.mode == "max-autotune-no-cudagraphs" else 0.0
+    speedup += 0.3 if config.options.get("cpp_wrapper") else 0.0
+    speedup -= 0.1 if config.options.get("freezing") else 0.0
+    return speedup
+
+
+def search(tmp_path: Path, trials: int) -> list[str]:
+    path = tmp_path / "space.yaml"
+    path.write_text(SPACE)
+    space = load_space(str(path)).restrict(device="cpu", task="infer", has_blocks=False)
+    store = open_store(f"sqlite:///{tmp_path / 'study.db'}", "order", seed=0)
+    settings = StudySettings(workload=str(tmp_path / "model.py"), task="infer", device="cpu", threads=1,
+                             steps=100000, trials=trials, seed=0)
+    tuner = Canned(store, space, settings, tmp_path / "work", speedup_of=speedups, log=lambda *_: None)
+    scoring = tuner.baselines()
+    tuner.search(scoring, StudyRun(study=store.study, scoring=scoring))
+    return tuner.order
+
+
+def test_every_change_of_plain_compile_is_measured_before_the_walk_moves_on(tmp_path):
+    order = search(tmp_path, trials=4)
+    assert order[:2] == ["eager (no compile)", "whole/inductor/default"]
+    assert set(order[2:]) == {"whole/aot_eager", "whole/inductor/max-autotune-no-cudagraphs",
+                              "whole/inductor/default freezing=True", "whole/inductor/default cpp_wrapper=True"}, (
+        "max-autotune timing faster first does not leave cpp_wrapper untried")
+
+
+def test_then_the_walk_changes_the_best_config_one_setting_at_a_time(tmp_path):
+    order = search(tmp_path, trials=5)
+    assert order[-1] == "whole/inductor/max-autotune-no-cudagraphs cpp_wrapper=True", order
