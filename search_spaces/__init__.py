@@ -1,5 +1,5 @@
 """The bundled search spaces (``compile-tune --space NAME``), installed as ``tuner.search_spaces``.
 
-The YAML files are package data: ``tuner.space`` finds them with ``importlib.resources``, so a
+The YAML files are package data: ``tuner.space_file`` finds them with ``importlib.resources``, so a
 wheel carries them. Copy one anywhere and pass its path to ``--space`` to make your own.
 """

@@ -3,7 +3,8 @@ import pytest
 
 from tuner.config import CompileConfig
 from tuner.errors import SpaceError
-from tuner.space import bundled_spaces, load_space
+from tuner.space import load_space
+from tuner.space_file import bundled_spaces
 
 
 def write(tmp_path, text):

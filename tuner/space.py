@@ -22,31 +22,20 @@ added (:meth:`SearchSpace.restrict`, tuner/shapes.py).
 """
 from __future__ import annotations
 
-import difflib
-import importlib.resources
 import itertools
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any
-
-import yaml
 
 from .dynamo_settings import (combinations as dynamo_combinations, drop_defaults as dynamo_drop_defaults,
                               from_param as dynamo_from_param, known_settings as dynamo_known_settings,
-                              neighbours as dynamo_neighbours, param as dynamo_param,
-                              validate_section as dynamo_validate_section)
-from .config import BLOCKS, MODES, NO_COMPILE, WHOLE, CompileConfig
+                              neighbours as dynamo_neighbours, param as dynamo_param)
+from .config import BLOCKS, WHOLE, CompileConfig
 from .errors import SpaceError
-from .config_defaults import Opaque, inductor_defaults, matches_default_type
+from .config_defaults import inductor_defaults
 from .precision import FLAG as PRECISION_FLAG, PRECISIONS, offered as offered_precisions
-from .shapes import (DYNAMIC_CHOICES, MARKED, MARKED_UNBACKED, choice_of as dynamic_choice_of,
+from .space_file import read_space
+from .shapes import (MARKED, MARKED_UNBACKED, choice_of as dynamic_choice_of,
                      matters as shape_setting_matters, reaches_one, schedule_settings, split_marks)
-
-#: The package whose data files are the bundled spaces (the repository's ``search_spaces/``).
-BUNDLED_PACKAGE = "tuner.search_spaces"
-DIMENSIONS = ("target", "backend", "mode", "dynamic", "fullgraph", "compile_optimizer", "options", "dynamo",
-              "precision")
-TOP_LEVEL_KEYS = ("description",) + DIMENSIONS
 
 #: Choices that need CUDA; on a CPU they either do nothing (reduce-overhead) or duplicate
 #: another choice (max-autotune == max-autotune-no-cudagraphs), so trying them wastes trials.
@@ -314,186 +303,6 @@ def _drop_defaults(options: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in options.items() if defaults.get(k, object()) != v}
 
 
-# --------------------------------------------------------------------------- loading
-
-
-def resolve_space_path(name_or_path: str) -> Path:
-    """``quick`` -> the bundled ``search_spaces/quick.yaml``; anything else is a path."""
-    candidate = Path(name_or_path)
-    if candidate.suffix in (".yaml", ".yml") or candidate.exists():
-        if not candidate.is_file():
-            raise SpaceError(f"{candidate}: no such search-space file", _bundled_hint())
-        return candidate
-    bundled = bundled_dir() / f"{name_or_path}.yaml"
-    if not bundled.is_file():
-        raise SpaceError(f"unknown search space {name_or_path!r}", _bundled_hint())
-    return bundled
-
-
-def bundled_dir() -> Path:
-    """The folder of the bundled spaces, wherever the package is installed.
-
-    >>> (bundled_dir() / "quick.yaml").is_file()
-    True
-    """
-    try:
-        # Installed from a wheel or in editable mode, the package is a plain folder; Path()
-        # states that assumption (a zipped install would fail here, loudly).
-        return Path(str(importlib.resources.files(BUNDLED_PACKAGE)))
-    except ModuleNotFoundError:
-        pass
-    # A source checkout run without installing (PYTHONPATH=repo, as scripts/gpu_check.sh does):
-    # the folder that the package is built from.
-    source = Path(__file__).resolve().parent.parent / "search_spaces"
-    if source.is_dir():
-        return source
-    raise SpaceError(f"the bundled search spaces are not installed (no package {BUNDLED_PACKAGE})",
-                     "reinstall compile-tune, or pass --space the path of a .yaml file")
-
-
-def bundled_spaces() -> list[str]:
-    return sorted(p.stem for p in bundled_dir().glob("*.yaml"))
-
-
-def _bundled_hint() -> str:
-    # `auto` is no file: tuner/autospace.py builds it for the model (the default of --space)
-    return f"use auto, a bundled space ({', '.join(bundled_spaces())}) or the path of a .yaml file"
-
-
 def load_space(name_or_path: str) -> SearchSpace:
-    path = resolve_space_path(name_or_path)
-    text = path.read_text()
-    try:
-        root = yaml.compose(text)
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        line = getattr(getattr(exc, "problem_mark", None), "line", None)
-        where = f", line {line + 1}" if line is not None else ""
-        raise SpaceError(f"{path}{where}: not valid YAML: {getattr(exc, 'problem', exc)}") from exc
-    if not isinstance(data, dict):
-        raise SpaceError(f"{path}: a search space must be a mapping of dimension -> choices")
-    lines = _key_lines(root)
-    return _validate(data, path, lines)
-
-
-def _key_lines(node, prefix: str = "") -> dict[str, int]:
-    """Dotted key -> 1-based line, from PyYAML's node marks."""
-    lines: dict[str, int] = {}
-    if isinstance(node, yaml.MappingNode):
-        for key_node, value_node in node.value:
-            key = f"{prefix}{key_node.value}"
-            lines[key] = key_node.start_mark.line + 1
-            lines.update(_key_lines(value_node, key + "."))
-    return lines
-
-
-def _validate(data: dict, path: Path, lines: dict[str, int]) -> SearchSpace:
-    def fail(key: str, message: str, hint: str | None = None):
-        line = lines.get(key)
-        where = f"{path}, line {line}" if line else str(path)
-        raise SpaceError(f"{where}: `{key}` {message}", hint)
-
-    for key in data:
-        if key not in TOP_LEVEL_KEYS:
-            close = difflib.get_close_matches(str(key), TOP_LEVEL_KEYS, n=1)
-            fail(str(key), "is not a search-space key", f"did you mean `{close[0]}`?" if close else
-                 f"known keys: {', '.join(TOP_LEVEL_KEYS)}")
-
-    def choices(key: str, value) -> list:
-        values = value if isinstance(value, list) else [value]
-        if not values:
-            fail(key, "has no choices", "list at least one value")
-        if len({repr(v) for v in values}) != len(values):
-            fail(key, f"lists a value twice: {values}")
-        return values
-
-    space = SearchSpace(source=str(path), description=str(data.get("description", "")))
-    if "target" in data:
-        space.target = choices("target", data["target"])
-        for t in space.target:
-            if not isinstance(t, str) or not t or t == NO_COMPILE:
-                fail("target", f"values must be whole, blocks or a module-name pattern, got {t!r}",
-                     "eager is always measured as the baseline; do not list `none`")
-    if "backend" in data:
-        space.backend = choices("backend", data["backend"])
-        known = _known_backends(space.backend)
-        for b in space.backend:
-            if b not in known:
-                close = difflib.get_close_matches(str(b), known, n=1)
-                fail("backend", f"has unknown backend {b!r}",
-                     f"did you mean `{close[0]}`?" if close else f"known: {', '.join(known)}")
-    if "mode" in data:
-        space.mode = choices("mode", data["mode"])
-        for m in space.mode:
-            if m not in MODES:
-                fail("mode", f"has unknown mode {m!r}", f"use one of {', '.join(MODES)}")
-    if "dynamic" in data:
-        space.dynamic = choices("dynamic", data["dynamic"])
-        for d in space.dynamic:
-            if d not in DYNAMIC_CHOICES:
-                fail("dynamic", f"values must be null, true, false, {MARKED} or {MARKED_UNBACKED}, got {d!r}")
-    for flag in ("fullgraph", "compile_optimizer"):
-        if flag in data:
-            setattr(space, flag, choices(flag, data[flag]))
-            for f in getattr(space, flag):
-                if not isinstance(f, bool):
-                    fail(flag, f"values must be true or false, got {f!r}")
-    if "options" in data:
-        if not isinstance(data["options"], dict):
-            fail("options", "must be a mapping of inductor option -> choices", "e.g. options: {freezing: [false, true]}")
-        space.options = _validate_options(data["options"], fail)
-    if "dynamo" in data:
-        if not isinstance(data["dynamo"], dict):
-            fail("dynamo", "must be a mapping of torch._dynamo.config setting -> choices",
-                 "e.g. dynamo: {capture_scalar_outputs: [false, true]}")
-        space.dynamo = dynamo_validate_section(data["dynamo"], fail)
-    if "precision" in data:
-        space.precision, space.precision_listed = choices("precision", data["precision"]), True
-        for p in space.precision:
-            if p is not None and p not in PRECISIONS:
-                fail("precision", f"values must be null or one of {', '.join(PRECISIONS)}, got {p!r}",
-                     f"bf16: bfloat16 autocast; tf32: TF32 matmuls (CUDA); both change numerics ({PRECISION_FLAG})")
-    return space
-
-
-def _validate_options(options: dict, fail) -> dict[str, list]:
-    defaults = inductor_defaults()
-    out: dict[str, list] = {}
-    for name, value in options.items():
-        key = f"options.{name}"
-        name = str(name).replace("-", "_")
-        if name not in defaults:  # named in the error line itself: the option the user most likely meant
-            close = difflib.get_close_matches(name, list(defaults), n=1)
-            fail(key, f"is not an inductor option in torch {_torch_version()}"
-                 + (f"; did you mean `{close[0]}`?" if close else ""),
-                 f"the {len(defaults)} options are torch._inductor.list_options(); a space offers only those")
-        values = value if isinstance(value, list) else [value]
-        if not values:
-            fail(key, "has no choices")
-        default = defaults[name]
-        for v in values:
-            if not matches_default_type(v, default):
-                kind = default.type_name if isinstance(default, Opaque) else type(default).__name__
-                fail(key, f"values must be {kind} like the default {default!r}, got {v!r}")
-        out[name] = values
-    return out
-
-
-def _torch_version() -> str:
-    import torch
-
-    return str(torch.__version__).split("+")[0]
-
-
-#: Backends every torch 2.13 registers: naming one needs no look-up (importing Dynamo to list the
-#: registered backends costs seconds, before the first trial can start).
-BUILTIN_BACKENDS = frozenset({"inductor", "eager", "aot_eager", "aot_eager_decomp_partition", "cudagraphs"})
-
-
-def _known_backends(names: list) -> list[str]:
-    """The backends ``names`` are checked against: Dynamo's registry when one is not built in."""
-    if all(n in BUILTIN_BACKENDS for n in names):
-        return sorted(BUILTIN_BACKENDS)
-    import torch._dynamo
-
-    return sorted(torch._dynamo.list_backends(exclude_tags=()))
+    """A bundled space by name (``quick``) or a YAML file, validated (tuner/space_file.py)."""
+    return SearchSpace(**read_space(name_or_path))
