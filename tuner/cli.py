@@ -215,7 +215,7 @@ def _check(argv: list[str]) -> int:
     from pathlib import Path
 
     from .measure.check import format_check
-    from .pipeline import check_model
+    from .isolated import check_model
     from .workload import load_workload, validate_workload
 
     p = argparse.ArgumentParser(prog="compile-tune check",
@@ -237,7 +237,8 @@ def _space(argv: list[str]) -> int:
     from pathlib import Path
 
     from .autospace import AUTO, Choice, space_text
-    from .pipeline import TuneOptions, check_model, resolve_device, search_space
+    from .isolated import check_model
+    from .pipeline import TuneOptions, resolve_device, search_space
     from .repair import add_repairs
     from .workload import load_workload, validate_workload
 

@@ -83,7 +83,8 @@ def _encode(value: Any) -> Any:
     if isinstance(value, dict) and all(isinstance(k, str) for k in value):
         return {"mapping": {k: _encode(v) for k, v in value.items()}}
     try:
-        if json.loads(json.dumps(value)) == value and type(json.loads(json.dumps(value))) is type(value):
+        back = json.loads(json.dumps(value))
+        if back == value and type(back) is type(value):
             return value
     except (TypeError, ValueError):
         pass
@@ -98,11 +99,18 @@ def _decode(value: Any) -> Any:
     return value
 
 
-def _cache_path(module: str, relative: str) -> Path | None:
-    spec = importlib.util.find_spec("torch")  # finds the package without importing it
+def torch_file(relative: str) -> Path | None:
+    """A source file of the installed torch (``_inductor/config.py``), found without importing torch."""
+    spec = importlib.util.find_spec("torch")
     if spec is None or not spec.submodule_search_locations:
         return None
-    source = Path(list(spec.submodule_search_locations)[0]) / relative
+    return Path(list(spec.submodule_search_locations)[0]) / relative
+
+
+def _cache_path(module: str, relative: str) -> Path | None:
+    source = torch_file(relative)
+    if source is None:
+        return None
     try:
         stat = source.stat()
     except OSError:

@@ -24,14 +24,13 @@ from __future__ import annotations
 
 import ast
 import functools
-import importlib.util
 import json
 import shlex
-from pathlib import Path
 from typing import Any, Mapping
 
 import yaml
 
+from .config_defaults import torch_file
 from .errors import ConfigError
 from .precision import CHANGES_NUMERICS, MEANING as PRECISION_MEANING
 
@@ -220,10 +219,9 @@ def inductor_env_forms() -> dict[str, tuple[str, dict[bool, str]]]:
     ``Config(env_name_force="TORCHINDUCTOR_X", default=<bool>)``; an option whose variable is mixed
     with other logic is not carried.
     """
-    spec = importlib.util.find_spec("torch")
-    if spec is None or not spec.submodule_search_locations:
+    path = torch_file("_inductor/config.py")
+    if path is None:
         return {}
-    path = Path(list(spec.submodule_search_locations)[0]) / "_inductor" / "config.py"
     try:
         tree = ast.parse(path.read_text())
     except (OSError, SyntaxError):

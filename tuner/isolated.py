@@ -21,7 +21,7 @@ from pathlib import Path
 
 from .interrupts import interruptible
 from .forkserver import (default_threads as launcher_threads, preload as preload_forked,
-                         prestart as prestart_forked, ready as launcher_ready, start as start_forked)
+                         prestart as prestart_forked, start as start_forked)
 from .diagnose import failure
 from .launch import python_command
 from .spec import TrialSpec
@@ -210,3 +210,16 @@ def _tail(path: Path, chars: int = 2000) -> str:
     # Dynamo's verbose graph-break/recompile lines are in the result already; keep the rest.
     lines = [l for l in text.splitlines() if "[__graph_breaks]" not in l and "[__recompiles]" not in l]
     return "\n".join(lines)[-chars:]
+
+
+def check_model(workload_path: str, task: str, work_dir: Path, device: str = "cpu", threads: int = 1,
+                timeout: float = 600.0) -> dict:
+    """Run the quick model check (tuner/measure/check.py) in its own process."""
+    spec = TrialSpec(workload=str(Path(workload_path).resolve()), config={}, task=task, device=device,
+                     threads=threads, mode="check")
+    result = run_isolated(spec, timeout=timeout, work_dir=work_dir)
+    if result.get("status") != "ok":
+        fail = result.get("failure") or {}
+        return {"graph_breaks": [], "trace_error": f"the check itself failed: {fail.get('category')}: "
+                f"{(fail.get('raw') or '')[:200]}", "fullgraph_possible": False, "seconds": result.get("trial_wall_s", 0)}
+    return result["check"]

@@ -19,8 +19,9 @@ from .budget import (BUDGET_ATTR, BUDGET_RAN_OUT, PHASE_ATTR, Plan, RunClock, bu
 from .bundle import bundle_and_measure
 from .confirm import confirm_finalists
 from .autospace import AUTO, Choice, ModelFacts, build_auto_space
-from .isolated import (default_threads as launcher_threads, launcher_ready, preload_workload, prestart_launcher,
-                       run_isolated)
+from .forkserver import ready as launcher_ready
+from .isolated import (check_model, default_threads as launcher_threads, preload_workload,
+                       prestart_launcher)
 from .measure.check import format_check
 from .config import TunedConfig
 from .errors import TunerError
@@ -31,7 +32,6 @@ from .report import summary_table, trials_frame
 from .space import SearchSpace, load_space
 from .storage import HEARTBEAT_S, redact, scrub
 from .search import Tuner
-from .spec import TrialSpec
 from .targets import find_block_classes
 from .study import (StudyRun, StudySettings, check_settings, default_threads,
                     fail_stale_trials, open_store, scoring_from_study)
@@ -405,16 +405,3 @@ def _optional(what: str, step, run: StudyRun, log) -> bool:
         log(f"  {line}")
         run.notes.append(line)
     return False
-
-
-def check_model(workload_path: str, task: str, work_dir: Path, device: str = "cpu", threads: int = 1,
-                timeout: float = 600.0) -> dict:
-    """Run the quick model check (tuner/measure/check.py) in its own process."""
-    spec = TrialSpec(workload=str(Path(workload_path).resolve()), config={}, task=task, device=device,
-                     threads=threads, mode="check")
-    result = run_isolated(spec, timeout=timeout, work_dir=work_dir)
-    if result.get("status") != "ok":
-        fail = result.get("failure") or {}
-        return {"graph_breaks": [], "trace_error": f"the check itself failed: {fail.get('category')}: "
-                f"{(fail.get('raw') or '')[:200]}", "fullgraph_possible": False, "seconds": result.get("trial_wall_s", 0)}
-    return result["check"]
