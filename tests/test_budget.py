@@ -68,9 +68,9 @@ def test_a_confirmation_trial_is_a_warm_compile_and_a_share_of_the_search_trials
     # 30 s of compile, 10 s of the rest: from the kept cache, a warm compile and 0.6 of the rest
     assert budget.confirm_trial_wall({"trial_wall_s": 40.0, "compile_time_s": 30.0, "compile_time_warm_s": 3.0}) \
         == pytest.approx(3.0 + budget.CONFIRM_TIMING_SHARE * 10.0)
-    # before any warm compile was measured: half the cold one
+    # before any warm compile was measured: a share of the cold one
     assert budget.confirm_trial_wall({"trial_wall_s": 40.0, "compile_time_s": 30.0}) \
-        == pytest.approx(15.0 + budget.CONFIRM_TIMING_SHARE * 10.0)
+        == pytest.approx(budget.WARM_COMPILE_SHARE * 30.0 + budget.CONFIRM_TIMING_SHARE * 10.0)
     plan = Plan.from_trials([trial(40.0, "plain", compile_time_s=30.0, compile_time_warm_s=3.0),
                              trial(20.0, compile_time_s=10.0, compile_time_warm_s=1.0)], confirm=1)
     assert plan.confirm_trial_s == pytest.approx(((3.0 + 6.0) + (1.0 + 6.0)) / 2)
@@ -79,14 +79,16 @@ def test_a_confirmation_trial_is_a_warm_compile_and_a_share_of_the_search_trials
 
 def test_the_reserve_holds_two_confirmation_rounds_the_warm_start_and_the_outputs():
     plan = Plan(trial_s=8.0, compiled_trial_s=10.0, confirm_trial_s=4.0, confirm_trials=3, warm_start=True)
-    assert plan.reserve_s == 2 * 3 * 4.0 + 10.0 + OUTPUT_RESERVE_S  # two rounds, the warm start, the outputs
+    # two rounds, the warm start from the kept cache (no longer than a confirmation trial), the outputs
+    assert plan.reserve_s == 2 * 3 * 4.0 + 4.0 + OUTPUT_RESERVE_S
+    assert plan.warm_start_without_cache_s() == 10.0  # a cold compile first: a compiled trial
     assert plan.search_trial_fits(8.0 + plan.reserve_s) and not plan.search_trial_fits(8.0 + plan.reserve_s - 0.1)
     assert Plan(trial_s=8.0, compiled_trial_s=10.0).reserve_s == OUTPUT_RESERVE_S  # no confirmation, no warm start
 
 
 def test_a_confirmation_round_runs_only_when_it_fits_beside_the_warm_start():
     plan = Plan(trial_s=8.0, compiled_trial_s=10.0, confirm_trial_s=4.0, confirm_trials=3, warm_start=True)
-    needed = 2 * 4.0 + 10.0 + OUTPUT_RESERVE_S  # two trials, the warm start, the outputs
+    needed = 2 * 4.0 + 4.0 + OUTPUT_RESERVE_S  # two trials, the warm start, the outputs
     assert plan.confirm_round_fits(needed, trials=2) and not plan.confirm_round_fits(needed - 1, trials=2)
 
 

@@ -133,3 +133,36 @@ def test_on_the_cpu_the_launcher_imports_the_workloads_packages_once_for_all_tri
     preload_workload(str(workload), "cpu")
     result = run_isolated(spec(workload), timeout=300, work_dir=tmp_path)
     assert result["status"] == "ok" and result["child_import_s"] < 0.05, result.get("failure")
+
+
+#: Writes whether inductor was imported when the file ran: before the fork, by the launcher.
+SEES_INDUCTOR = '''
+import os
+import sys
+import torch
+
+with open(os.environ["{mark}"], "a") as marks:
+    marks.write(f"{{'torch._inductor.compile_fx' in sys.modules}}\\n")
+
+def build_model():
+    return torch.nn.Linear(4, 4)
+
+def example_inputs():
+    return (torch.randn(2, 4),)
+'''
+
+
+def test_the_model_check_starts_while_the_launcher_still_imports_inductor(tmp_path):
+    """The check needs Dynamo only: it is forked as soon as Dynamo is imported, so its tracing
+    overlaps inductor's import; a trial is forked once everything is imported."""
+    workload, marks = tmp_path / "sees_inductor.py", tmp_path / "marks"
+    workload.write_text(SEES_INDUCTOR.format(mark=MARK))
+    fresh_launcher(tmp_path / "work")
+    assert not forkserver._server.ready, "asked before the launcher imported everything (seconds)"
+    check = TrialSpec(workload=str(workload), config={}, task="infer", device="cpu", threads=1, mode="check")
+    result = run_isolated(check, timeout=300, work_dir=tmp_path / "work", env_extra={MARK: str(marks)})
+    assert result["status"] == "ok" and result["child_import_s"] < 0.05, result.get("failure")
+    assert marks.read_text().split() == ["False"]
+    result = run_isolated(spec(workload), timeout=300, work_dir=tmp_path / "work", env_extra={MARK: str(marks)})
+    assert result["status"] == "ok", result.get("failure")
+    assert marks.read_text().split() == ["False", "True"]

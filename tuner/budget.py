@@ -37,17 +37,21 @@ OUTPUT_RESERVE_S = 5.0
 #: not imported, since confirm sits above this module), so a cut search still gets a spread.
 CONFIRM_RESERVE_ROUNDS = 2
 #: The warm start bundles the cache the best config's search trial kept and times a warm first
-#: step in one short process; without a kept cache it compiles cold once more first. At most
-#: about one compiled trial either way.
+#: step in one short process (no longer than a confirmation trial: a warm compile, no timing
+#: loop); without a kept cache (a resumed run) it compiles cold once more first: at most about
+#: one compiled trial.
 WARM_START_TRIALS = 1.0
 #: Each confirmation trial times this share of a search trial's steps (``--measure-seconds`` and
 #: its rounds; tuner/confirm.py). What confirmation adds is fresh processes: one config's step
 #: time varies 10-20 % between processes and far less within one, so the rounds, not the steps
 #: per round, carry its weight; two rounds still time more steps per config than the search did.
 CONFIRM_TIMING_SHARE = 0.6
-#: A warm compile (a fresh process that finds the cache) when none was measured yet: it skips
-#: the C++ builds and the timed steps, so about half a trial.
-WARM_COMPILE_SHARE = 0.5
+#: A warm compile (a fresh process that finds the cache) as a share of the cold one, until one is
+#: measured. It skips code generation and the C++ builds, not Dynamo's tracing. Measured on 2 CPU
+#: cores: 0.11-0.14 (inference and training of a 4-block model, ../shared/TORCH_COMPILE_FACTS.md
+#: section 2), 0.07 (examples/tiny_transformer.py), 0.34 for a whole first step at start-up (the
+#: README's warm-start row); on a GPU, tracing is a larger share. 0.35 stays above all of them.
+WARM_COMPILE_SHARE = 0.35
 #: Why confirmation did not run when the budget had no room for one round (the verdict says so).
 BUDGET_RAN_OUT = "the --budget ran out"
 #: Study attributes: the latest run's seconds per phase (:meth:`RunClock.phase_seconds`), and what
@@ -183,6 +187,13 @@ class Plan:
 
     @property
     def warm_start_s(self) -> float:
+        """The warm start from the cache the chosen config's search trial kept."""
+        if not self.warm_start:
+            return 0.0
+        return self.confirm_trial_s if self.confirm_trial_s is not None else self.compiled_s
+
+    def warm_start_without_cache_s(self) -> float:
+        """The warm start when no cache was kept: a cold compile first."""
         return WARM_START_TRIALS * self.compiled_s if self.warm_start else 0.0
 
     @property

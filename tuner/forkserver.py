@@ -19,6 +19,8 @@ from pathlib import Path
 from .launch import python_command
 
 SWITCH_ENV = "COMPILE_TUNE_FORK_SERVER"
+#: How far the launcher's imports have got, in order (tuner/measure/forkserver.py says each).
+STAGES = ("threads", "dynamo", "ready")
 #: Importing torch, Dynamo and inductor takes a few seconds; a slow disk or a heavy workload more.
 READY_TIMEOUT_S = 300.0
 
@@ -33,7 +35,7 @@ class ForkServer:
         self._ids = itertools.count()
         self._pids: dict[int, int] = {}
         self._exits: dict[int, int] = {}
-        self._ready = False
+        self._stage = -1  # the last of STAGES the launcher has reached
         self.threads: int | None = None  # torch's default thread count in the launcher's environment
         # The variables that decide that count: it answers for a tuner whose own are the same.
         self.thread_env = thread_env(env)
@@ -46,22 +48,19 @@ class ForkServer:
         self.log_path = log_path
         threading.Thread(target=self._read, name="compile-tune-forkserver", daemon=True).start()
 
-    def wait_ready(self) -> None:
-        """Block until the launcher has imported everything (it starts in the background)."""
-        with self._cond:
-            self._cond.wait_for(lambda: self._ready or not self.alive, timeout=READY_TIMEOUT_S)
-            if not self._ready:
-                self.close()
-                raise ForkServerDown(f"the trial launcher did not start (see {self.log_path})")
+    @property
+    def ready(self) -> bool:
+        return self._stage == len(STAGES) - 1
 
     def _read(self) -> None:
         for line in self.proc.stdout:
             message = json.loads(line)
             with self._cond:
-                if message.get("ready"):
-                    self._ready = True
-                elif "threads" in message:
+                if "threads" in message:
                     self.threads = message["threads"]
+                    self._stage = 0
+                elif any(stage in message for stage in STAGES):
+                    self._stage = max(i for i, stage in enumerate(STAGES) if stage in message)
                 elif "pid" in message:
                     self._pids[message["id"]] = message["pid"]
                 else:
@@ -74,7 +73,7 @@ class ForkServer:
     def wait_threads(self) -> int | None:
         """torch's default thread count, as soon as the launcher has imported torch; None if it died."""
         with self._cond:
-            self._cond.wait_for(lambda: self.threads is not None or self._ready or not self.alive,
+            self._cond.wait_for(lambda: self.threads is not None or not self.alive,
                                 timeout=READY_TIMEOUT_S)
             return self.threads
 
@@ -92,13 +91,20 @@ class ForkServer:
         except OSError as exc:
             raise ForkServerDown(f"the trial launcher has exited ({exc})") from exc
 
-    def start(self, argv: list[str], env: dict[str, str], log_path: Path) -> "ForkedProcess":
-        self.wait_ready()
+    def start(self, argv: list[str], env: dict[str, str], log_path: Path, stage: str = "ready") -> "ForkedProcess":
+        """Have the launcher fork a trial once it has imported what ``stage`` needs; sent at once, so
+        a model check (``dynamo``) starts while the launcher still imports inductor."""
         with self._cond:
             number = next(self._ids)
-            self._send({"id": number, "argv": argv, "env": env, "cwd": os.getcwd(), "log": str(log_path)})
-            self._cond.wait_for(lambda: number in self._pids or not self.alive, timeout=60)
+            self._send({"id": number, "argv": argv, "env": env, "cwd": os.getcwd(), "log": str(log_path),
+                        "stage": stage})
+            # the launcher forks within milliseconds once ready, so the wait is for its imports
+            self._cond.wait_for(lambda: number in self._pids or not self.alive,
+                                timeout=READY_TIMEOUT_S if not self.ready else 60)
             if number not in self._pids:
+                if not self.ready:
+                    self.close()
+                    raise ForkServerDown(f"the trial launcher did not start (see {self.log_path})")
                 raise ForkServerDown("the trial launcher did not start the trial")
             return ForkedProcess(self, number, self._pids[number], argv)
 
@@ -177,7 +183,7 @@ def ready() -> bool:
     """Whether a trial could start from the launcher now (True without one: nothing to wait for)."""
     with _lock:
         server = _server
-    return server is None or not server.alive or server._ready
+    return server is None or not server.alive or server.ready
 
 
 def preload(workload: str) -> None:
@@ -191,9 +197,9 @@ def preload(workload: str) -> None:
 
 
 def start(argv: list[str], env: dict[str, str], log_path: Path, workload: str | None,
-          server_env: dict[str, str]) -> ForkedProcess | None:
-    """Start ``python -m tuner.measure ARGV`` as a fork of the launcher; None where a fresh
-    interpreter must be used instead (switched off, or the launcher failed)."""
+          server_env: dict[str, str], stage: str = "ready") -> ForkedProcess | None:
+    """Start ``python -m tuner.measure ARGV`` as a fork of the launcher once it reached ``stage``;
+    None where a fresh interpreter must be used instead (switched off, or the launcher failed)."""
     global _server, _failed
     if os.environ.get(SWITCH_ENV, "1") == "0":
         return None
@@ -204,13 +210,15 @@ def start(argv: list[str], env: dict[str, str], log_path: Path, workload: str | 
             if _server is None or not _server.alive:
                 try:
                     _server = ForkServer(workload, server_env, log_path.parent / "forkserver.log")
-                    _server.wait_ready()
-                except (ForkServerDown, OSError):
+                except OSError:
                     _failed = True
                     return None
             try:
-                return _server.start(argv, env, log_path)
+                return _server.start(argv, env, log_path, stage)
             except ForkServerDown:
+                if not _server.ready:  # it never got going: fresh interpreters from now on
+                    _failed = True
+                    return None
                 _server = None
         _failed = True
         return None

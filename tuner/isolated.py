@@ -114,7 +114,8 @@ def _start(spec: TrialSpec, argv: list[str], env: dict[str, str], log, log_path:
     is read when torch is imported, so the launcher's import would not trace)."""
     if not traced:
         forked = start_forked(argv, env, log_path, workload=spec.workload if spec.device == "cpu" else None,
-                                  server_env=_child_env(None, None, None))
+                              server_env=_child_env(None, None, None),
+                              stage="dynamo" if spec.mode == "check" else "ready")
         if forked is not None:
             return forked
     return subprocess.Popen(

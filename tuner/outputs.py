@@ -8,7 +8,6 @@ from typing import Callable
 
 from .config import TunedConfig, save_tuned_config
 from .errors import TunerError
-from .report import open_saved_study, write_reports, write_trials_csv
 from .study import ROLE_EAGER, measured_trials, scoring_from_study
 from .verdict import pick_best
 
@@ -19,7 +18,7 @@ def eager_done(study) -> bool:
 
 
 #: What writing the reports imports (pandas, matplotlib, Optuna's importances): about a second.
-REPORT_MODULES = ("tuner.report._data", "tuner.report._html", "tuner.report._markdown", "matplotlib.figure",
+REPORT_MODULES = ("tuner.report", "tuner.report._data", "tuner.report._html", "tuner.report._markdown", "matplotlib.figure",
                   "matplotlib.backends.backend_svg", "optuna.importance")
 
 
@@ -36,6 +35,8 @@ def import_report_modules(until: Callable[[], bool]) -> None:
 
 
 def write_outputs(study, tuned: TunedConfig, out_dir: Path) -> None:
+    from .report import write_reports, write_trials_csv  # pandas: imported after the launcher starts
+
     save_tuned_config(tuned, out_dir / "best_config.yaml")
     write_trials_csv(study, out_dir / "trials.csv")
     write_reports(study, tuned, scoring_from_study(study), out_dir)
@@ -46,6 +47,8 @@ def rebuild_outputs(out_dir: str | Path, storage: str | None = None, study_name:
 
     Returns ``(study, tuned)``. Example: ``rebuild_outputs("results/mlp")`` (``compile-tune report``).
     """
+    from .report import open_saved_study
+
     study = open_saved_study(out_dir, storage, study_name)
     tuned = pick_saved(study)
     write_outputs(study, tuned, Path(out_dir))

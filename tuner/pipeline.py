@@ -28,7 +28,6 @@ from .errors import TunerError
 from .progress import Progress
 from .repair import add_repairs
 from .outputs import eager_done, import_report_modules, write_outputs
-from .report import summary_table, trials_frame
 from .space import SearchSpace, load_space
 from .storage import HEARTBEAT_S, redact, scrub
 from .search import Tuner
@@ -299,11 +298,12 @@ def _run_study(opts: TuneOptions, log, workload, device: str, threads: int, spac
         tuner.caches.clear()
         raise failure
     warm = tuned.verdict == "compile" and opts.warm_start and not run.interrupted
-    if warm and clock.fits("warm start", clock.plan().warm_start_s, log):
+    kept = tuner.caches.get(tuned.config.key()) if warm else None
+    plan = clock.plan()
+    if warm and clock.fits("warm start", plan.warm_start_s if kept else plan.warm_start_without_cache_s(), log):
         def warm_start() -> None:
             log("saving the compile cache beside best_config.yaml and timing a cold vs warm start ...")
-            started = bundle_and_measure(settings, out_dir / "best_config.yaml", out_dir / "work",
-                                         kept_cache=tuner.caches.get(tuned.config.key()))
+            started = bundle_and_measure(settings, out_dir / "best_config.yaml", out_dir / "work", kept_cache=kept)
             study.set_user_attr("warm_start", {"config_key": tuned.config.key(), **started})
 
         with clock.phase("warm start"):
@@ -325,6 +325,8 @@ def _run_study(opts: TuneOptions, log, workload, device: str, threads: int, spac
             tuned = _write(study, run, device, out_dir, clock)
     if clock.cuts_unreported():  # a phase skipped after the last write: the reports must say so
         tuned = _write(study, run, device, out_dir, clock)
+    from .report import summary_table, trials_frame  # pandas: not imported before the launcher starts
+
     frame = trials_frame(study)
     summary = summary_table(frame)
     if run.exhausted:

@@ -11,9 +11,11 @@ packages it imports are loaded already (read from its source).
 
 Protocol (the client is tuner/forkserver.py): one JSON object per line. This process says
 ``{"threads": N}`` once torch is imported (``torch.get_num_threads()`` here, in the user's
-environment: the thread count the user's own run gets) and ``{"ready": true}`` once everything
-is. The parent writes ``{"preload": WORKLOAD}`` (import that file's packages now: the device is
-known to be the CPU) and ``{"id", "argv", "env", "cwd", "log"}`` (start a trial); this process
+environment: the thread count the user's own run gets), ``{"dynamo": true}`` once Dynamo is and
+``{"ready": true}`` once everything is. The parent writes ``{"preload": WORKLOAD}`` (import that
+file's packages now: the device is known to be the CPU) and ``{"id", "argv", "env", "cwd", "log",
+"stage"}`` (start a trial once that stage is reached: the model check needs only ``dynamo``, so it
+traces while inductor is imported; it may be sent before the launcher is ready); this process
 answers ``{"id", "pid"}`` when a child is started and ``{"id", "exit"}`` (the exit code, negative
 for a signal, as ``subprocess`` reports it) when it ends. It exits when the parent closes its
 stdin, and dies with the parent (``die_with_parent``); its children die with it.
@@ -31,13 +33,16 @@ import traceback
 from ..launch import PARENT_ENV, die_with_parent
 
 
-def preload(workload: str | None) -> None:
-    """Import what every trial imports. Nothing is compiled or run on a device here."""
-    import torch  # noqa: F401
+def import_dynamo() -> None:
+    """What the model check needs: Dynamo and the trial's own modules (it never compiles code)."""
     import torch._dynamo  # noqa: F401
-    import torch._inductor.compile_fx  # noqa: F401  (inductor: about a second of each trial's start)
 
     from .__main__ import main as _trial_main  # noqa: F401  (the trial's own modules)
+
+
+def import_inductor(workload: str | None) -> None:
+    """The rest of what every trial imports. Nothing is compiled or run on a device here."""
+    import torch._inductor.compile_fx  # noqa: F401  (inductor: about a second of each trial's start)
 
     preload_workload(workload)
 
@@ -74,37 +79,69 @@ def workload_imports(workload: str | None) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def serve(requests: int, answers: int) -> None:
-    children: dict[int, int] = {}  # pid -> request id
-    pending = b""
-    while True:
-        ready, _, _ = select.select([requests], [], [], 0.05 if children else None)
+#: What a request needs imported before it can be forked: the model check (``"stage": "dynamo"``)
+#: starts before inductor is imported, and imports overlap its tracing; a trial needs everything.
+STAGES = ("torch", "dynamo", "ready")
+
+
+class Launcher:
+    """The requests read so far, the children started, and how far the imports have got."""
+
+    def __init__(self, requests: int, answers: int) -> None:
+        self.requests, self.answers = requests, answers
+        self.stage = "torch"
+        self.children: dict[int, int] = {}  # pid -> request id
+        self.held: list[dict] = []  # requests that need a later stage
+        self.pending = b""
+
+    def reached(self, stage: str) -> None:
+        self.stage = stage
+        _answer(self.answers, {stage: True})
+        held, self.held = self.held, []
+        for request in held:
+            self.handle(request)
+
+    def handle(self, request: dict) -> None:
+        if "preload" in request:
+            preload_workload(request["preload"])
+        elif STAGES.index(request.get("stage", "ready")) > STAGES.index(self.stage):
+            self.held.append(request)
+        else:
+            pid = os.fork()
+            if pid == 0:
+                _child(request, self.requests, self.answers)
+            try:
+                os.setpgid(pid, pid)  # its own group before anyone learns its pid (see _child)
+            except OSError:
+                pass  # it made its own session already
+            self.children[pid] = request["id"]
+            _answer(self.answers, {"id": request["id"], "pid": pid})
+
+    def read(self, timeout: float | None) -> bool:
+        """Handle the requests that arrive within ``timeout``; False once the parent closed its end."""
+        ready, _, _ = select.select([self.requests], [], [], timeout)
         if ready:
-            chunk = os.read(requests, 1 << 16)
+            chunk = os.read(self.requests, 1 << 16)
             if not chunk:
-                return  # the parent is gone or done: children are killed with us (PDEATHSIG)
-            pending += chunk
-            while b"\n" in pending:
-                line, pending = pending.split(b"\n", 1)
-                request = json.loads(line)
-                if "preload" in request:
-                    preload_workload(request["preload"])
-                    continue
-                pid = os.fork()
-                if pid == 0:
-                    _child(request, requests, answers)
-                try:
-                    os.setpgid(pid, pid)  # its own group before anyone learns its pid (see _child)
-                except OSError:
-                    pass  # it made its own session already
-                children[pid] = request["id"]
-                _answer(answers, {"id": request["id"], "pid": pid})
-        while children:
+                return False  # the parent is gone or done: children are killed with us (PDEATHSIG)
+            self.pending += chunk
+            while b"\n" in self.pending:
+                line, self.pending = self.pending.split(b"\n", 1)
+                self.handle(json.loads(line))
+        self.reap()
+        return True
+
+    def reap(self) -> None:
+        while self.children:
             pid, status = os.waitpid(-1, os.WNOHANG)
             if pid == 0:
                 break
-            if pid in children:
-                _answer(answers, {"id": children.pop(pid), "exit": os.waitstatus_to_exitcode(status)})
+            if pid in self.children:
+                _answer(self.answers, {"id": self.children.pop(pid), "exit": os.waitstatus_to_exitcode(status)})
+
+    def serve(self) -> None:
+        while self.read(0.05 if self.children else None):
+            pass
 
 
 def _child(request: dict, requests: int, answers: int) -> None:
@@ -160,9 +197,14 @@ def main(argv: list[str]) -> None:
     # Asked before anything could change it: the count a fresh process of the user's gets
     # (OMP_NUM_THREADS if set, else torch's rule for this build and this CPU affinity).
     _answer(answers, {"threads": torch.get_num_threads()})
-    preload(argv[0] if argv and argv[0] else None)
-    _answer(answers, {"ready": True})
-    serve(0, answers)
+    launcher = Launcher(0, answers)
+    import_dynamo()
+    launcher.reached("dynamo")
+    if not launcher.read(0):  # a model check asked for already starts now, beside inductor's import
+        os._exit(0)
+    import_inductor(argv[0] if argv and argv[0] else None)
+    launcher.reached("ready")
+    launcher.serve()
     sys.stderr.flush()
     os._exit(0)  # tearing down torch, Dynamo and inductor takes a second the tuner would wait for
 
