@@ -149,8 +149,8 @@ def test_workers_share_the_deadline_of_the_run():
 # -- a whole run on a fake clock: each stand-in trial "takes" WALL seconds
 
 WALL = 10.0
-#: A confirmation trial of one: half its 1 s compile (no warm compile measured) and 0.6 of the other 9 s
-CONFIRM_WALL = 0.5 + budget.CONFIRM_TIMING_SHARE * 9.0
+#: A confirmation trial of one: a share of its 1 s compile (no warm compile measured) and 0.6 of the other 9 s
+CONFIRM_WALL = budget.WARM_COMPILE_SHARE * 1.0 + budget.CONFIRM_TIMING_SHARE * 9.0
 ENV = {"torch": "2.13.0+cpu", "device": "cpu", "threads": 1}
 
 
@@ -177,19 +177,19 @@ def run_on_fake_clock(tmp_path, workloads, spaces, monkeypatch, budget_s, **opti
 
 
 def test_a_budget_cuts_the_search_and_the_confirmation_and_says_so(tmp_path, workloads, spaces, monkeypatch):
-    # Baselines take 20 s. The reserve: 2 rounds of 3 confirmation trials (5.9 s each) and 5 s of
-    # outputs = 40.4 s, so a search trial (10 s) starts while 50.4 s are left: 5 of 8 trials in a
-    # 115 s budget. Then confirmation: 2 rounds (17.7 s each) fit in the 45 s left, a third does not.
+    # Baselines take 20 s. The reserve: 2 rounds of 3 confirmation trials (5.75 s each) and 5 s of
+    # outputs = 39.5 s, so a search trial (10 s) starts while 49.5 s are left: 5 of 8 trials in a
+    # 115 s budget. Then confirmation: 2 rounds (17.25 s each) fit in the 45 s left, a third does not.
     result, best, study, lines = run_on_fake_clock(tmp_path, workloads, spaces, monkeypatch, 115.0)
     record = study.user_attrs[budget.BUDGET_ATTR]
     assert record["cut_short"] == {"search": "5 of 8 trials", "confirmation": "2 of 3 rounds"}
     assert best["measured"]["confirmed"] is True and best["measured"]["confirm_cut_short"] == "2 of 3 rounds"
-    note = "budget 1m 55s: used 1m 45s; cut short: search (5 of 8 trials), confirmation (2 of 3 rounds)"
+    note = "budget 1m 55s: used 1m 44s; cut short: search (5 of 8 trials), confirmation (2 of 3 rounds)"
     assert note in result.run.notes
     phases = study.user_attrs[budget.PHASE_ATTR]
     assert phases["baselines"] == 20.0 and phases["search"] == 50.0
     assert phases["confirmation"] == pytest.approx(6 * CONFIRM_WALL, abs=1e-3)
-    assert result.timing.startswith("time: baselines 20 s, search 50 s, confirmation 35 s") and "total 1m 45s" in result.timing
+    assert result.timing.startswith("time: baselines 20 s, search 50 s, confirmation 34 s") and "total 1m 44s" in result.timing
     report = (tmp_path / "out" / "report.md").read_text()
     assert "Where the run's time went" in report and "cut short: search (5 of 8 trials)" in report
     assert "Confirmation was cut short by the --budget (2 of 3 rounds)" in report
@@ -197,8 +197,8 @@ def test_a_budget_cuts_the_search_and_the_confirmation_and_says_so(tmp_path, wor
 
 def test_when_no_confirmation_round_fits_the_verdict_is_unconfirmed_and_says_why(tmp_path, workloads, spaces,
                                                                                    monkeypatch):
-    # After the baselines (20 s) 10 s are left: no search trial (50.4 s) fits, and not the first
-    # round of the one finalist, plain compile (a 5.9 s confirmation trial and 5 s of outputs).
+    # After the baselines (20 s) 10 s are left: no search trial (49.5 s) fits, and not the first
+    # round of the one finalist, plain compile (a 5.75 s confirmation trial and 5 s of outputs).
     result, best, study, lines = run_on_fake_clock(tmp_path, workloads, spaces, monkeypatch, 30.0)
     assert best["measured"]["confirmed"] is False and best["measured"]["unconfirmed_because"] == BUDGET_RAN_OUT
     record = study.user_attrs[budget.BUDGET_ATTR]
@@ -248,3 +248,32 @@ def test_a_real_run_under_a_small_budget_is_cut_short_and_says_so(cli, workloads
     assert {"baselines", "search", "outputs", "total"} <= set(study.user_attrs[budget.PHASE_ATTR])
     assert "search" in study.user_attrs[budget.BUDGET_ATTR]["cut_short"]
     assert "Where the run's time went" in (out / "report.md").read_text()
+    plain = next(t.user_attrs for t in study.trials if t.user_attrs.get("role") == "plain")
+    assert plain["compile_time_warm_s"] < plain["compile_time_s"], "under a budget plain's warm compile is measured"
+
+
+def test_a_confirmation_round_measured_faster_than_estimated_lets_the_next_one_run():
+    plan = Plan(trial_s=8.0, compiled_trial_s=10.0, confirm_trial_s=9.0, confirm_trials=3, warm_start=True)
+    left = 3 * 3.0 + plan.warm_start_s + OUTPUT_RESERVE_S
+    assert not plan.confirm_round_fits(left, trials=3)  # the search's estimate: 9 s a trial
+    assert plan.confirm_round_fits(left, trials=3, each_s=3.0)  # the round before took 3 s a trial
+
+
+def test_the_clock_sizes_the_next_round_by_what_the_round_before_took():
+    now = [0.0]
+    clock = RunClock(100.0, now=lambda: now[0])
+    clock.plan = lambda: Plan(trial_s=8.0, compiled_trial_s=10.0, confirm_trial_s=40.0, confirm_trials=2)
+    assert clock.round_fits(2, None)  # 2 x 40 s estimated and 5 s of outputs fit in 100 s
+    now[0] += 30.0  # the first round: 2 trials in 30 s
+    assert clock.round_fits(2, 2)  # 2 x 15 s measured fit in the 70 s left (the estimate, 80 s, would not)
+    now[0] += 50.0  # the second round took 25 s a trial: 2 x 25 s do not fit in 20 s
+    assert not clock.round_fits(2, 2)
+
+
+def test_a_measured_warm_compile_sets_the_share_for_the_configs_without_one():
+    """Under a budget plain torch.compile's warm compile is measured: its share of the cold one,
+    not :data:`WARM_COMPILE_SHARE`, then estimates the confirmation trials of the others."""
+    trials = [trial(40.0, "plain", compile_time_s=30.0, compile_time_warm_s=3.0), trial(20.0, compile_time_s=10.0)]
+    plan = Plan.from_trials(trials, confirm=1)
+    assert plan.confirm_trial_s == pytest.approx(((3.0 + 0.6 * 10.0) + (0.1 * 10.0 + 0.6 * 10.0)) / 2)
+    assert budget.warm_share([t.user_attrs for t in trials[1:]]) == budget.WARM_COMPILE_SHARE

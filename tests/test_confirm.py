@@ -151,3 +151,17 @@ def test_a_loser_that_trails_clearly_is_not_measured_again():
     d = confirm([TUNED, OTHER], Scoring(steps=100_000, eager_step_s=0.01), trials, rounds=4, log=lambda line: None)
     assert d["rounds_done"] == 4 and trials.calls.count(OTHER.describe()) == 2
     assert trials.calls.count(TUNED.describe()) == 4 and d["candidates"][0]["rounds"] == 4
+
+
+def test_under_a_budget_each_round_is_sized_by_the_trials_of_the_round_before():
+    """The search's trials only estimate a confirmation trial (a warm compile, a share of the
+    steps); from the second round on, the budget is asked with the trials the round before ran,
+    whose time it measured (tuner/budget.py)."""
+    from tuner.confirm import confirm
+
+    table = {PLAIN_COMPILE.describe(): [1.30, 1.36, 1.27], TUNED.describe(): [1.33, 1.29, 1.35]}
+    asked = []
+    d = confirm([TUNED], Scoring(steps=100_000, eager_step_s=0.01), FakeTrials(table), rounds=3, log=lambda line: None,
+                round_fits=lambda n, ran: asked.append((n, ran)) or len(asked) < 2)
+    assert asked == [(2, 2), (2, 2)]
+    assert d["rounds_done"] == 2 and d["cut_short"] == "2 of 3 rounds"

@@ -47,7 +47,7 @@ WARM_START_TRIALS = 1.0
 #: per round, carry its weight; two rounds still time more steps per config than the search did.
 CONFIRM_TIMING_SHARE = 0.6
 #: A warm compile (a fresh process that finds the cache) as a share of the cold one, until one is
-#: measured. It skips code generation and the C++ builds, not Dynamo's tracing. Measured on 2 CPU
+#: measured (:func:`warm_share`). It skips code generation and the C++ builds, not Dynamo's tracing. Measured on 2 CPU
 #: cores: 0.11-0.14 (inference and training of a 4-block model, ../shared/TORCH_COMPILE_FACTS.md
 #: section 2), 0.07 (examples/tiny_transformer.py), 0.34 for a whole first step at start-up (the
 #: README's warm-start row); on a GPU, tracing is a larger share. 0.35 stays above all of them.
@@ -117,27 +117,35 @@ def trial_walls(trials: Iterable[Any]) -> tuple[list[float], list[float], list[f
     compiled one would take. A trial's time includes its warm-compile process when it had one;
     failed and pruned trials count too (they cost time as well). Repeats and interrupted trials
     are left out: they copy or lost another trial's figures."""
+    measured = [t.user_attrs for t in trials if t.user_attrs.get("duplicate_of") is None
+                and not t.user_attrs.get("interrupted") and t.user_attrs.get("trial_wall_s") is not None]
+    share = warm_share(measured)
     every, compiled, confirming = [], [], []
-    for t in trials:
-        a = t.user_attrs
-        if a.get("duplicate_of") is not None or a.get("interrupted") or a.get("trial_wall_s") is None:
-            continue
+    for a in measured:
         wall = float(a["trial_wall_s"]) + float(a.get("warm_compile_wall_s") or 0.0)
         every.append(wall)
         if a.get("role") != "eager":
             compiled.append(wall)
-            confirming.append(confirm_trial_wall(a))
+            confirming.append(confirm_trial_wall(a, share))
     return every, compiled, confirming
 
 
-def confirm_trial_wall(attrs: dict) -> float:
+def warm_share(attrs: list[dict]) -> float:
+    """A warm compile's share of the cold one: the median over the trials whose warm compile was
+    measured (under a ``--budget``, plain torch.compile's is), :data:`WARM_COMPILE_SHARE` before."""
+    shares = [float(a["compile_time_warm_s"]) / float(a["compile_time_s"]) for a in attrs
+              if a.get("compile_time_warm_s") is not None and float(a.get("compile_time_s") or 0.0) > 0]
+    return statistics.median(shares) if shares else WARM_COMPILE_SHARE
+
+
+def confirm_trial_wall(attrs: dict, share: float = WARM_COMPILE_SHARE) -> float:
     """A confirmation trial of a measured config: it compiles from the cache its search trial
-    kept (a warm compile, or half the cold one before any was measured) and times
+    kept (its warm compile, or ``share`` of the cold one where none was measured) and times
     :data:`CONFIRM_TIMING_SHARE` of the steps; the rest of the trial (start, checks) as before."""
     wall = float(attrs["trial_wall_s"])
     cold = float(attrs.get("compile_time_s") or 0.0)
     warm = attrs.get("compile_time_warm_s")
-    warm = float(warm) if warm is not None else WARM_COMPILE_SHARE * cold
+    warm = float(warm) if warm is not None else share * cold
     return warm + CONFIRM_TIMING_SHARE * max(0.0, wall - cold)
 
 
@@ -177,13 +185,13 @@ class Plan:
         """One compiled trial (one trial when no compiled one was measured yet)."""
         return self.compiled_trial_s if self.compiled_trial_s is not None else (self.trial_s or 0.0)
 
-    def confirm_round_s(self, trials: int | None = None, first: bool = False) -> float:
-        """One confirmation round of ``trials`` confirmation trials. ``first``: kept for callers
-        that tell the rounds apart; every round now costs the same (a resumed run, whose caches
-        are gone, compiles cold in its first round and may take longer)."""
+    def confirm_round_s(self, trials: int | None = None, each_s: float | None = None) -> float:
+        """One confirmation round of ``trials`` confirmation trials; ``each_s``: what one took in the
+        round before, measured (the estimate from the search's trials until then)."""
         n = self.confirm_trials if trials is None else trials
-        each = self.confirm_trial_s if self.confirm_trial_s is not None else self.compiled_s
-        return n * each
+        if each_s is None:
+            each_s = self.confirm_trial_s if self.confirm_trial_s is not None else self.compiled_s
+        return n * each_s
 
     @property
     def warm_start_s(self) -> float:
@@ -200,17 +208,16 @@ class Plan:
     def reserve_s(self) -> float:
         """What must still fit once the search stops: confirmation's minimum rounds, the warm
         start and the outputs."""
-        rounds = sum(self.confirm_round_s(first=r == 0) for r in range(CONFIRM_RESERVE_ROUNDS)) \
-            if self.confirm_trials else 0.0
+        rounds = CONFIRM_RESERVE_ROUNDS * self.confirm_round_s() if self.confirm_trials else 0.0
         return rounds + self.warm_start_s + self.output_s
 
     def search_trial_fits(self, left_s: float) -> bool:
         """Whether one more search trial and the reserve fit in ``left_s``."""
         return (self.trial_s or 0.0) + self.reserve_s <= left_s
 
-    def confirm_round_fits(self, left_s: float, trials: int, first: bool = False) -> bool:
+    def confirm_round_fits(self, left_s: float, trials: int, each_s: float | None = None) -> bool:
         """Whether one more confirmation round fits beside the warm start and the outputs."""
-        return self.confirm_round_s(trials, first) + self.warm_start_s + self.output_s <= left_s
+        return self.confirm_round_s(trials, each_s) + self.warm_start_s + self.output_s <= left_s
 
     def left_s(self, search_trials_left: int) -> float | None:
         """About how long the rest of the run takes; None before any trial was measured."""
@@ -239,6 +246,8 @@ class RunClock:
     """Phases the budget left no room for."""
     reported: tuple | None = field(default=None, init=False, repr=False)
     """What was cut and skipped when the outputs were last written."""
+    round_began: float | None = field(default=None, init=False, repr=False)
+    """When the confirmation round now running began (:meth:`round_fits`)."""
     plan: Callable[[], Plan] = field(default=lambda: Plan(None, None), init=False, repr=False)
     """The current :class:`Plan` (the run sets it: it reads the study's trials each time)."""
 
@@ -280,9 +289,14 @@ class RunClock:
         """Whether one more search trial and the reserve for what follows fit in the budget."""
         return self.plan().search_trial_fits(self.left())
 
-    def round_fits(self, trials: int, first: bool) -> bool:
-        """Whether one more confirmation round of ``trials`` trials fits in the budget."""
-        return self.plan().confirm_round_fits(self.left(), trials, first)
+    def round_fits(self, trials: int, ran: int | None) -> bool:
+        """Whether one more confirmation round of ``trials`` trials fits in the budget. ``ran``: the
+        trials of the round just run (None before the first); the time since the last call, over
+        them, is what one confirmation trial takes, measured."""
+        now = self.now()
+        each_s = (now - self.round_began) / ran if ran and self.round_began is not None else None
+        self.round_began = now
+        return self.plan().confirm_round_fits(self.left(), trials, each_s)
 
     def fits(self, phase: str, seconds: float, log: Callable[[str], None]) -> bool:
         """Whether an optional phase of about ``seconds`` fits, the outputs still to write; if not,

@@ -72,7 +72,8 @@ CLEAR = 2.0
 
 
 def confirm(finalists: list[CompileConfig], scoring: Scoring, measure: Callable[..., dict],
-            rounds: int = 3, log=print, round_fits: Callable[[int, bool], bool] | None = None) -> dict[str, Any]:
+            rounds: int = 3, log=print, round_fits: Callable[[int, int | None], bool] | None = None
+            ) -> dict[str, Any]:
     """Measure plain compile and ``finalists`` against eager, interleaved, for up to ``rounds``
     rounds: a race. After :data:`MIN_ROUNDS` rounds it stops as soon as the decision rests only
     on margins of at least :data:`CLEAR` times their noise, and a finalist that trails the leader
@@ -85,8 +86,10 @@ def confirm(finalists: list[CompileConfig], scoring: Scoring, measure: Callable[
 
     ``measure(config, label, first=...)`` runs one isolated trial (the study's own trial runner);
     ``first`` is True in a config's first round (where its warm compile is worth measuring).
-    ``round_fits(trials, first)``, under a ``--budget``, says whether one more round of that many
-    trials fits; when it does not, the race stops there and the decision says ``cut_short``.
+    ``round_fits(trials, ran)``, under a ``--budget``, says whether one more round of that many
+    trials fits, ``ran`` being the trials of the round just run (None before the first): what they
+    took sizes the next round better than the search's trials estimate it. When it does not fit,
+    the race stops there and the decision says ``cut_short``.
     Returns the per-config summaries and the decision with its reason.
     """
     candidates: list[CompileConfig] = [EAGER, PLAIN_COMPILE]
@@ -97,8 +100,9 @@ def confirm(finalists: list[CompileConfig], scoring: Scoring, measure: Callable[
     eager = results[EAGER.key()]
     racing = [c for c in candidates if c.compiles]
     decision: dict[str, Any] = {}
+    ran = 0  # trials in the round before
     for r in range(rounds):
-        if r and round_fits is not None and not round_fits(len(racing), False):
+        if r and round_fits is not None and not round_fits(len(racing), ran):
             log(f"  confirmation stopped after round {r}/{rounds}: the next round does not fit in the --budget")
             decision["cut_short"] = f"{r} of {rounds} rounds"
             break
@@ -117,6 +121,7 @@ def confirm(finalists: list[CompileConfig], scoring: Scoring, measure: Callable[
             if result.get("compile_time_warm_s") is not None:
                 entry.warm_compiles.append(float(result["compile_time_warm_s"]))
             eager_memory.append(float(result.get("eager_peak_memory_mb") or 0.0))
+        ran = len(order)
         if eager_memory:  # eager was timed in this round, inside the candidates' processes
             eager.speedups.append(1.0)
             eager.compile_times.append(0.0)
@@ -237,7 +242,7 @@ def from_cache(result: dict, cold_compile_s: float | None) -> dict:
 
 
 def confirm_finalists(study, scoring: Scoring, tuner: Tuner, k: int, rounds: int, log=print,
-                      round_fits: Callable[[int, bool], bool] | None = None) -> dict | None:
+                      round_fits: Callable[[int, int | None], bool] | None = None) -> dict | None:
     """Re-measure the top ``k`` with eager and plain compile (tuner/confirm.py); stored in the
     study so a re-run with the same finalists does not measure them again. ``round_fits``: see
     :func:`confirm`; when not even the first round fits, confirmation is skipped and says why."""
@@ -255,7 +260,7 @@ def confirm_finalists(study, scoring: Scoring, tuner: Tuner, k: int, rounds: int
             and not stored.get("cut_short")):  # a race the --budget cut short is run again in full
         return stored
     racing = len({c.key() for c in [PLAIN_COMPILE, *finalists]})
-    if round_fits is not None and not round_fits(racing, True):
+    if round_fits is not None and not round_fits(racing, None):
         log("  confirmation skipped: not even one round fits in what is left of the --budget")
         study.set_user_attr(SKIPPED_ATTR, BUDGET_RAN_OUT)
         return None

@@ -261,6 +261,7 @@ def _run_study(opts: TuneOptions, log, workload, device: str, threads: int, spac
     progress = Progress(opts.trials, enabled=opts.progress, log=log,
                         timing=lambda done: clock.progress_text(clock.plan().left_s(opts.trials - done)))
     tuner = Tuner(store, space, settings, out_dir / "work", on_trial=progress.update, worker=worker, log=log)
+    tuner.warm_plain = clock.bounded
     run = StudyRun(study=study, scoring=None)  # type: ignore[arg-type]
     progress.start(tuner.search_done())
     failure: Exception | None = None

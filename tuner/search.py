@@ -52,6 +52,9 @@ class Tuner:
         self._rng = random.Random(settings.seed + worker)
         self.caches = KeptCaches(work_dir)
         self.poll_s = min(2.0, float(settings.heartbeat_s))
+        #: Measure plain torch.compile's warm compile too (one short process from its cache): under
+        #: a --budget it sizes what confirmation, whose trials compile warm, will cost.
+        self.warm_plain = False
 
     # -- measuring
 
@@ -160,8 +163,9 @@ class Tuner:
 
     def _interruptible(self, number: int, config: CompileConfig, label: str,
                        compile_budget_s: float | None = None) -> dict:
+        warm = True if label == ROLE_PLAIN and self.warm_plain else None
         try:
-            return self.measure(config, label, compile_budget_s)
+            return self.measure(config, label, compile_budget_s, warm=warm)
         except KeyboardInterrupt:
             if mark_interrupted(self.store, number, "interrupted (Ctrl-C)"):
                 requeue(self.study, self.store.get(number))
