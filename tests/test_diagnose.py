@@ -104,3 +104,25 @@ def test_check_of_a_clean_model_says_fullgraph_can_work(cli, workloads):
     proc = cli("check", str(workloads / "blocks.py"))
     assert proc.returncode == 0, proc.stderr
     assert "no graph breaks" in proc.stdout and "fullgraph=True: can work" in proc.stdout
+
+
+@pytest.mark.parametrize("name", ["graph_breaks.py", "many_shapes.py"])
+def test_the_model_check_in_two_parts_finds_what_one_process_finds(workloads, tmp_path, name):
+    """The check's traces run in two processes side by side (tuner.isolated.check_model); joined,
+    they give the one-process check: breaks, every `dynamic` setting in order (the raised
+    recompile limit of many_shapes.py included) and the same advice."""
+    from tuner.shapes import merge_check_parts
+
+    spec = TrialSpec(workload=str(workloads / name), config={}, mode="check")
+    whole = run_isolated(spec, timeout=300, work_dir=tmp_path)["check"]
+    parts = [run_isolated(TrialSpec(**{**spec.__dict__, "check_part": k, "check_parts": 2}), timeout=300,
+                          work_dir=tmp_path)["check"] for k in range(2)]
+    joined = merge_check_parts(parts)
+    for found in (whole, joined):
+        found.pop("seconds")
+    assert joined == whole
+    assert list(whole["schedule"]["dynamic"])[:3] == ["null", "false", "true"]
+    if name == "many_shapes.py":
+        assert any("recompile_limit=" in key for key in whole["schedule"]["dynamic"])
+    else:
+        assert whole["graph_breaks"] and whole["numpy"]

@@ -30,7 +30,7 @@ class ForkServerDown(RuntimeError):
 
 
 class ForkServer:
-    def __init__(self, workload: str | None, env: dict[str, str], log_path: Path) -> None:
+    def __init__(self, workload: str | None, env: dict[str, str], log_path: Path, check: int = 0) -> None:
         self._cond = threading.Condition()
         self._ids = itertools.count()
         self._pids: dict[int, int] = {}
@@ -42,7 +42,8 @@ class ForkServer:
         self.alive = True
         with open(log_path, "ab") as log:
             self.proc = subprocess.Popen(
-                python_command("tuner.measure.forkserver", workload or ""), stdin=subprocess.PIPE,
+                python_command("tuner.measure.forkserver", workload or "", *([f"check={check}"] if check else [])),
+                stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE, stderr=log, env=env, cwd=os.getcwd(),
                 start_new_session=True)  # a Ctrl-C is the tuner's to handle, not the launcher's
         self.log_path = log_path
@@ -155,8 +156,10 @@ def thread_env(env) -> tuple[str | None, str | None]:
     return env.get("OMP_NUM_THREADS"), env.get("MKL_NUM_THREADS")
 
 
-def prestart(server_env: dict[str, str], work_dir: Path) -> None:
-    """Start the launcher now, without waiting for it: its imports overlap the tuner's own."""
+def prestart(server_env: dict[str, str], work_dir: Path, check: int = 0) -> None:
+    """Start the launcher now, without waiting for it: its imports overlap the tuner's own.
+    ``check``: a model check in that many parts comes first; the launcher waits for them once
+    Dynamo is imported."""
     global _server
     if os.environ.get(SWITCH_ENV, "1") == "0":
         return
@@ -164,7 +167,7 @@ def prestart(server_env: dict[str, str], work_dir: Path) -> None:
         if _server is None or not _server.alive:
             try:
                 work_dir.mkdir(parents=True, exist_ok=True)
-                _server = ForkServer(None, server_env, work_dir / "forkserver.log")
+                _server = ForkServer(None, server_env, work_dir / "forkserver.log", check)
             except OSError:
                 pass  # start() tries again, and falls back to fresh interpreters
 

@@ -9,6 +9,7 @@ timeout and records the failure; the study goes on.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -16,14 +17,16 @@ import signal
 import subprocess
 import tempfile
 import time
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from .interrupts import interruptible
 from .forkserver import (default_threads as launcher_threads, preload as preload_forked,
                          prestart as prestart_forked, start as start_forked)
 from .diagnose import failure
 from .launch import python_command
+from .shapes import merge_check_parts
 from .spec import TrialSpec
 
 
@@ -43,6 +46,82 @@ def run_isolated(
     study's best total time so far: such a config can no longer win). Its status is then
     ``pruned``, with the reason.
     """
+    return start_isolated(spec, timeout=timeout, work_dir=work_dir, cache_dir=cache_dir, keep_cache=keep_cache,
+                          env_extra=env_extra, compile_budget_s=compile_budget_s).finish()
+
+
+@dataclass
+class Running:
+    """A child process started by :func:`start_isolated`; :meth:`finish` waits for its result."""
+
+    proc: Any
+    spec_path: Path
+    out_path: Path
+    log_path: Path
+    cache: Path
+    own_cache: bool
+    keep_cache: bool
+    timeout: float
+    compile_budget_s: float | None
+    start: float
+
+    def finish(self) -> dict:
+        """Wait for the child (killing it at its timeout), clean up, and return its result."""
+        proc, out_path, log_path = self.proc, self.out_path, self.log_path
+        timed_out = False
+        pruned_after = None
+        try:
+            # Ctrl-C lands here, not in Popen: a child started but not yet bound to `proc`
+            # would be left running (see tuner.interrupts).
+            with interruptible():
+                pruned_after = _wait(proc, out_path, self.start, self.timeout, self.compile_budget_s)
+            timed_out = proc.poll() is None and pruned_after is None
+            _kill_group(proc)
+        finally:
+            if proc.poll() is None:
+                _kill_group(proc)
+            _kill_group(proc)  # leftover compile workers in the group
+        wall = time.perf_counter() - self.start
+        result = _read_result(out_path)
+        result["trial_wall_s"] = wall
+        if pruned_after is not None:
+            result.update(status="pruned", pruned_reason=(
+                f"stopped after {pruned_after:.1f} s of compiling: the compile alone already exceeds the best total "
+                f"time so far ({self.compile_budget_s:.1f} s), so this config cannot win"))
+        elif timed_out:
+            result.update(status="failed", failure=failure(
+                "timeout", f"no result after {self.timeout:.0f} s (stage: {result.get('stage', 'startup')})").to_dict())
+        elif proc.returncode != 0 or result.get("status") == "running":
+            result.update(status="failed", failure=_death(proc.returncode, result, log_path).to_dict())
+        result["log_tail"] = _tail(log_path) if result.get("status") == "failed" else ""
+        for path in (self.spec_path, out_path, log_path):
+            path.unlink(missing_ok=True)
+        if self.own_cache and not self.keep_cache:
+            shutil.rmtree(self.cache, ignore_errors=True)
+        elif self.own_cache:
+            result["cache_dir"] = str(self.cache)
+        return result
+
+    def kill(self) -> None:
+        """Stop the child and clean up, its result unread (another part failed or was interrupted)."""
+        _kill_group(self.proc)
+        for path in (self.spec_path, self.out_path, self.log_path):
+            path.unlink(missing_ok=True)
+        if self.own_cache:
+            shutil.rmtree(self.cache, ignore_errors=True)
+
+
+def start_isolated(
+    spec: TrialSpec,
+    *,
+    timeout: float,
+    work_dir: Path,
+    cache_dir: Path | None = None,
+    keep_cache: bool = False,
+    env_extra: dict[str, str] | None = None,
+    compile_budget_s: float | None = None,
+) -> Running:
+    """Start the child process of :func:`run_isolated` without waiting for it."""
     work_dir.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix="trial-", suffix=".json", dir=work_dir)
     os.close(fd)
@@ -52,47 +131,18 @@ def run_isolated(
     cache = Path(tempfile.mkdtemp(prefix="inductor-cache-", dir=work_dir)) if own_cache else cache_dir
     env = _child_env(spec.threads, cache, env_extra)
     start = time.perf_counter()
-    timed_out = False
-    pruned_after = None
-    with open(log_path, "wb") as log:
+    with open(log_path, "wb") as log:  # a fresh interpreter writes to its own copy of the descriptor
         proc = _start(spec, [str(spec_path), str(out_path)], env, log, log_path, traced="TORCH_TRACE" in env)
-        try:
-            # Ctrl-C lands here, not in Popen: a child started but not yet bound to `proc`
-            # would be left running (see tuner.interrupts).
-            with interruptible():
-                pruned_after = _wait(proc, out_path, start, timeout, compile_budget_s)
-            timed_out = proc.poll() is None and pruned_after is None
-            _kill_group(proc)
-        finally:
-            if proc.poll() is None:
-                _kill_group(proc)
-            _kill_group(proc)  # leftover compile workers in the group
-    wall = time.perf_counter() - start
-    result = _read_result(out_path)
-    result["trial_wall_s"] = wall
-    if pruned_after is not None:
-        result.update(status="pruned", pruned_reason=(
-            f"stopped after {pruned_after:.1f} s of compiling: the compile alone already exceeds the best total "
-            f"time so far ({compile_budget_s:.1f} s), so this config cannot win"))
-    elif timed_out:
-        result.update(status="failed", failure=failure(
-            "timeout", f"no result after {timeout:.0f} s (stage: {result.get('stage', 'startup')})").to_dict())
-    elif proc.returncode != 0 or result.get("status") == "running":
-        result.update(status="failed", failure=_death(proc.returncode, result, log_path).to_dict())
-    result["log_tail"] = _tail(log_path) if result.get("status") == "failed" else ""
-    for path in (spec_path, out_path, log_path):
-        path.unlink(missing_ok=True)
-    if own_cache and not keep_cache:
-        shutil.rmtree(cache, ignore_errors=True)
-    elif own_cache:
-        result["cache_dir"] = str(cache)
-    return result
+    return Running(proc=proc, spec_path=spec_path, out_path=out_path, log_path=log_path, cache=cache,
+                   own_cache=own_cache, keep_cache=keep_cache, timeout=timeout, compile_budget_s=compile_budget_s,
+                   start=start)
 
 
-def prestart_launcher(work_dir: Path) -> None:
+def prestart_launcher(work_dir: Path, check: bool = False) -> None:
     """Start the trial launcher in the background (tuner/forkserver.py), in the user's environment
-    (no thread pinning: it reports the default thread count, see :func:`default_threads`)."""
-    prestart_forked(_child_env(None, None, None), work_dir)
+    (no thread pinning: it reports the default thread count, see :func:`default_threads`).
+    ``check``: the run starts with the model check (:func:`check_model`)."""
+    prestart_forked(_child_env(None, None, None), work_dir, check_parts() if check else 0)
 
 
 def default_threads() -> int | None:
@@ -213,14 +263,34 @@ def _tail(path: Path, chars: int = 2000) -> str:
     return "\n".join(lines)[-chars:]
 
 
+def check_parts() -> int:
+    """The model check's traces run in two processes side by side where two cores are free."""
+    return 2 if len(os.sched_getaffinity(0)) >= 2 else 1
+
+
 def check_model(workload_path: str, task: str, work_dir: Path, device: str = "cpu", threads: int = 1,
                 timeout: float = 600.0) -> dict:
-    """Run the quick model check (tuner/measure/check.py) in its own process."""
+    """Run the quick model check (tuner/measure/check.py) in its own processes: its traces split
+    in two parts that run side by side where two cores are free (nothing is timed meanwhile)."""
+    parts = check_parts()
     spec = TrialSpec(workload=str(Path(workload_path).resolve()), config={}, task=task, device=device,
-                     threads=threads, mode="check")
-    result = run_isolated(spec, timeout=timeout, work_dir=work_dir)
-    if result.get("status") != "ok":
-        fail = result.get("failure") or {}
+                     threads=threads, mode="check", check_parts=parts)
+    running = []
+    try:
+        for part in range(parts):
+            running.append(start_isolated(dataclasses.replace(spec, check_part=part), timeout=timeout,
+                                          work_dir=work_dir))
+        results = []
+        while running:
+            results.append(running[0].finish())
+            running.pop(0)
+    finally:
+        for rest in running:
+            rest.kill()
+    failed = next((r for r in results if r.get("status") != "ok"), None)
+    if failed is not None:
+        fail = failed.get("failure") or {}
         return {"graph_breaks": [], "trace_error": f"the check itself failed: {fail.get('category')}: "
-                f"{(fail.get('raw') or '')[:200]}", "fullgraph_possible": False, "seconds": result.get("trial_wall_s", 0)}
-    return result["check"]
+                f"{(fail.get('raw') or '')[:200]}", "fullgraph_possible": False,
+                "seconds": max(r.get("trial_wall_s", 0) for r in results)}
+    return merge_check_parts([r["check"] for r in results])

@@ -164,7 +164,7 @@ def tune(opts: TuneOptions, log: Callable[[str], None] | None = None) -> TuneRes
         # The trial launcher imports torch, Dynamo and inductor (seconds) while this process loads
         # the workload, builds the space and opens the study; it reports the default thread count.
         out_dir.mkdir(parents=True, exist_ok=True)
-        prestart_launcher(out_dir / "work")
+        prestart_launcher(out_dir / "work", check=opts.check and opts.worker_index is None)
     try:
         workload = load_workload(opts.workload)
         validate_workload(workload, opts.task)

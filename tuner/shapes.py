@@ -128,3 +128,35 @@ def schedule_settings(dynamic: list, *, shapes: int, varies: bool, listed: Mappi
                                   f"{recompile_limit} graphs: a static graph per shape runs the shapes past it "
                                   f"eagerly; {room} compiles them all (searched with a graph per shape only)"))
     return added, skipped
+
+
+def recommend_dynamic(per_dynamic: Mapping[str, Mapping[str, Any]]) -> str:
+    """The model check's advice: the default (null) when it settles after a couple of recompiles
+    (it switches to dynamic shapes by itself); otherwise the setting with the fewest recompiles
+    that works."""
+    order = ["null", "false", "true"]
+    ok = [k for k in order if k in per_dynamic and not per_dynamic[k]["error"]
+          and not per_dynamic[k]["recompile_limit_hit"]]
+    if not ok:
+        return "true"
+    if "null" in ok and per_dynamic["null"]["recompiles"] <= 2:
+        return "null"
+    return min(ok, key=lambda k: (per_dynamic[k]["recompiles"], order.index(k)))
+
+
+def merge_check_parts(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """One model check from its parts (``TrialSpec.check_part``): part 0 holds the graph breaks,
+    each part some ``dynamic`` settings' traces over the schedule; listed in the order one
+    process traces them, and the advice taken over all of them. Seconds: the longest part's."""
+    merged = dict(parts[0])
+    merged["seconds"] = max(float(p.get("seconds") or 0.0) for p in parts)
+    schedules = [p["schedule"] for p in parts if p.get("schedule")]
+    if schedules:
+        found = {k: v for s in schedules for k, v in s["dynamic"].items()}
+        first = [k for k in ("null", "false") if k in found]
+        later = [k for k in ("true", MARKED, MARKED_UNBACKED) if k in found]
+        raised = [k for k in found if k not in first + later]  # `false recompile_limit=N`, after false
+        per_dynamic = {k: found[k] for k in first + later + raised}
+        merged["schedule"] = {"length": schedules[0]["length"], "dynamic": per_dynamic,
+                              "recommended_dynamic": recommend_dynamic(per_dynamic)}
+    return merged

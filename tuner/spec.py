@@ -36,6 +36,10 @@ class TrialSpec:
     """``startup`` mode: apply the config from this best_config.yaml, as a user would."""
     save_artifacts_to: str | None = None
     """``startup`` mode: write torch's compile cache artifacts here after the first step."""
+    check_part: int = 0
+    check_parts: int = 1
+    """``check`` mode: run the ``check_part``-th of ``check_parts`` shares of the check's traces
+    (the parts run side by side, each in its own process: :func:`tuner.shapes.merge_check_parts`)."""
     check_threads: int | None = None
     """``threads`` mode: how many threads call the model at once (tuner/measure/threads.py)."""
     memory_limit_mb: float | None = None

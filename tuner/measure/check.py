@@ -18,7 +18,8 @@ from ..diagnose import DynamoLogCapture
 from ..spec import TrialSpec
 from ..workload import call_model
 from ..runtime.marks import distinct_shapes, marked, varying_dims
-from ..shapes import MARKED, MARKED_UNBACKED, RECOMPILE_LIMIT, reaches_one, schedule_settings, split_marks
+from ..shapes import (MARKED, MARKED_UNBACKED, RECOMPILE_LIMIT, merge_check_parts, reaches_one, schedule_settings,
+                      split_marks)
 from .setup import prepare
 
 DYNAMIC_SETTINGS = (None, False, True)
@@ -81,14 +82,46 @@ class _Forward:
 
 
 def run_check(spec: TrialSpec) -> dict[str, Any]:
-    """The check's findings as a JSON-able dict (see :func:`format_check`)."""
+    """The check's findings as a JSON-able dict (see :func:`format_check`); with ``check_parts``
+    above 1, only this part's traces (:func:`tuner.shapes.merge_check_parts` joins them)."""
     import time
 
     start = time.perf_counter()
     ready = prepare(spec)
     model, inputs, schedule = ready.model, ready.inputs, ready.schedule
     train = spec.task == "train"
+    # The traces, in order: the plain one (breaks, numpy), then one per `dynamic` setting over
+    # the schedule. Part k of n runs every n-th, so the parts take about the same time.
+    traces: list[tuple[str, dict]] = [("breaks", {})]
+    if schedule:
+        traces += [(str(d).lower() if d is not None else "null", {"dynamic": d}) for d in DYNAMIC_SETTINGS]
+        marks = varying_dims([inputs, *schedule])
+        if marks:  # what `dynamic: marked` does: exactly the dimensions that vary, from the start
+            traces.append((MARKED, {"marks": marks}))
+        if reaches_one(marks):  # `marked_unbacked`: no graph of its own for size 0 or 1
+            split = split_marks(marks, unbacked=True)
+            traces.append((MARKED_UNBACKED, {"marks": split["mark_dynamic"], "unbacked": split["mark_unbacked"],
+                                             "shown": split["mark_unbacked"]}))
+    mine = [t for i, t in enumerate(traces) if i % spec.check_parts == spec.check_part]
+    result: dict[str, Any] = {"schedule": None}
+    per_dynamic: dict[str, dict] = {}
+    for key, how in mine:
+        if key == "breaks":
+            result.update(_breaks(model, inputs, train))
+            continue
+        shown = how.pop("shown", how.get("marks"))
+        traced = _trace(model, schedule, train=train, **how)
+        per_dynamic[key] = {**_over_schedule(traced), **({"marks": shown} if shown else {})}
+        if key == "false" and per_dynamic["false"]["recompile_limit_hit"]:  # the limit the space adds
+            per_dynamic.update(_raised_limit(model, schedule, distinct_shapes([inputs, *schedule]), train))
+    if schedule:
+        result["schedule"] = {"length": len(schedule), "dynamic": per_dynamic}
+    result["seconds"] = time.perf_counter() - start
+    return merge_check_parts([result]) if spec.check_parts == 1 else result
 
+
+def _breaks(model, inputs, train: bool) -> dict[str, Any]:
+    """Graph breaks of one trace, numpy code Dynamo traces, data-dependent Python, fullgraph."""
     default = _trace(model, [inputs], train=train)
     # numpy code traces silently; a second trace with numpy tracing off finds it, and is skipped
     # when no module the model runs in has numpy to call
@@ -97,34 +130,14 @@ def run_check(spec: TrialSpec) -> dict[str, Any]:
     numpy_lines = sorted({(b["file"], b["line"], b["code"]) for b in without_numpy["breaks"]
                           if (b["file"], b["line"]) not in known and "numpy" in b["reason"].lower()})
     data_dependent = [b for b in default["breaks"] if "Data-dependent" in b["reason"] or ".item()" in b["reason"]]
-    result: dict[str, Any] = {
+    return {
         "graph_breaks": default["breaks"],
         "graphs": default["graphs"],
         "trace_error": default["error"],
         "numpy": [{"file": f, "line": l, "code": c} for f, l, c in numpy_lines],
         "data_dependent": data_dependent,
         "fullgraph_possible": not default["breaks"] and default["error"] is None,
-        "schedule": None,
     }
-    if schedule:
-        per_dynamic = {}
-        for dynamic in DYNAMIC_SETTINGS:
-            traced = _trace(model, schedule, dynamic=dynamic, train=train)
-            per_dynamic[str(dynamic).lower() if dynamic is not None else "null"] = _over_schedule(traced)
-        marks = varying_dims([inputs, *schedule])
-        if marks:  # what `dynamic: marked` does: exactly the dimensions that vary, from the start
-            traced = _trace(model, schedule, marks=marks, train=train)
-            per_dynamic[MARKED] = {**_over_schedule(traced), "marks": marks}
-        if reaches_one(marks):  # `marked_unbacked`: no graph of its own for size 0 or 1
-            split = split_marks(marks, unbacked=True)
-            traced = _trace(model, schedule, marks=split["mark_dynamic"], unbacked=split["mark_unbacked"], train=train)
-            per_dynamic[MARKED_UNBACKED] = {**_over_schedule(traced), "marks": split["mark_unbacked"]}
-        if per_dynamic["false"]["recompile_limit_hit"]:  # the limit the space adds for a graph per shape
-            per_dynamic.update(_raised_limit(model, schedule, distinct_shapes([inputs, *schedule]), train))
-        result["schedule"] = {"length": len(schedule), "dynamic": per_dynamic,
-                              "recommended_dynamic": _recommend(per_dynamic)}
-    result["seconds"] = time.perf_counter() - start
-    return result
 
 
 def _raised_limit(model, schedule, shapes: int, train: bool) -> dict[str, dict]:
@@ -144,18 +157,6 @@ def _over_schedule(traced: dict) -> dict[str, Any]:
     return {"recompiles": len(traced["recompiles"]), "graphs": traced["graphs"],
             "recompile_limit_hit": traced["recompile_limit_hit"],
             "reasons": sorted({r["reason"] for r in traced["recompiles"]})[:5], "error": traced["error"]}
-
-
-def _recommend(per_dynamic: dict[str, dict]) -> str:
-    """The default (null) when it settles after a couple of recompiles (it switches to dynamic
-    shapes by itself); otherwise the setting with the fewest recompiles that works."""
-    order = ["null", "false", "true"]
-    ok = [k for k in order if not per_dynamic[k]["error"] and not per_dynamic[k]["recompile_limit_hit"]]
-    if not ok:
-        return "true"
-    if "null" in ok and per_dynamic["null"]["recompiles"] <= 2:
-        return "null"
-    return min(ok, key=lambda k: (per_dynamic[k]["recompiles"], order.index(k)))
 
 
 def format_check(found: dict[str, Any], name: str) -> str:

@@ -1,4 +1,4 @@
-"""The pre-imported trial launcher: ``python -m tuner.measure.forkserver [WORKLOAD]``.
+"""The pre-imported trial launcher: ``python -m tuner.measure.forkserver [WORKLOAD] [check=N]``.
 
 A trial in a fresh interpreter spends seconds importing torch, Dynamo, inductor and the
 workload's own imports (transformers: seconds more) before it measures anything. This process
@@ -15,7 +15,8 @@ environment: the thread count the user's own run gets), ``{"dynamo": true}`` onc
 ``{"ready": true}`` once everything is. The parent writes ``{"preload": WORKLOAD}`` (import that
 file's packages now: the device is known to be the CPU) and ``{"id", "argv", "env", "cwd", "log",
 "stage"}`` (start a trial once that stage is reached: the model check needs only ``dynamo``, so it
-traces while inductor is imported; it may be sent before the launcher is ready); this process
+traces while inductor is imported; it may be sent before the launcher is ready; with ``check=N``
+the launcher waits for the N parts of a model check once Dynamo is imported); this process
 answers ``{"id", "pid"}`` when a child is started and ``{"id", "exit"}`` (the exit code, negative
 for a signal, as ``subprocess`` reports it) when it ends. It exits when the parent closes its
 stdin, and dies with the parent (``die_with_parent``); its children die with it.
@@ -92,6 +93,7 @@ class Launcher:
         self.stage = "torch"
         self.children: dict[int, int] = {}  # pid -> request id
         self.held: list[dict] = []  # requests that need a later stage
+        self.asked = 0  # trial requests read so far
         self.pending = b""
 
     def reached(self, stage: str) -> None:
@@ -104,7 +106,9 @@ class Launcher:
     def handle(self, request: dict) -> None:
         if "preload" in request:
             preload_workload(request["preload"])
-        elif STAGES.index(request.get("stage", "ready")) > STAGES.index(self.stage):
+            return
+        self.asked += 1
+        if STAGES.index(request.get("stage", "ready")) > STAGES.index(self.stage):
             self.held.append(request)
         else:
             pid = os.fork()
@@ -200,8 +204,16 @@ def main(argv: list[str]) -> None:
     launcher = Launcher(0, answers)
     import_dynamo()
     launcher.reached("dynamo")
-    if not launcher.read(0):  # a model check asked for already starts now, beside inductor's import
-        os._exit(0)
+    # A model check starts now, and traces while inductor is imported. A run that starts with one
+    # says so (argument "check=N", its N parts): their requests are waited for, as the check takes
+    # longer than the import; fewer come only when the parent gave up on the check, so the wait
+    # also ends with any other request (a library caller's next run may have no check).
+    due = int(argv[1].partition("=")[2] or 1) if len(argv) > 1 and argv[1].startswith("check") else 0
+    if not launcher.read(0):
+        os._exit(0)  # the parent is gone or done
+    while launcher.asked < due and not launcher.held:
+        if not launcher.read(None):
+            os._exit(0)
     import_inductor(argv[0] if argv and argv[0] else None)
     launcher.reached("ready")
     launcher.serve()
