@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -37,7 +38,8 @@ def run(where: Path, out: Path, extra: list[str]) -> dict:
     measured = best.get("measured") or {}
     timing = next((line for line in proc.stdout.splitlines() if line.startswith("time:")), "")
     return {"wall_s": wall, "verdict": best.get("verdict"), "choice": _label(best.get("config") or {}),
-            "speedup": measured.get("speedup_vs_eager"), "confirmed": measured.get("confirmed"), "time": timing}
+            "speedup": measured.get("speedup_vs_eager"), "confirmed": measured.get("confirmed"), "time": timing,
+            "reason": measured.get("reason") or ""}
 
 
 def _label(config: dict) -> str:
@@ -67,6 +69,8 @@ def main() -> int:
                 print(f"{name} ({args.old if name == 'old' else args.new}): {result['wall_s']:.0f} s; verdict "
                       f"{result['verdict']} with {result['choice']}, {result['speedup'] or 0:.2f}x"
                       f"{' (confirmed)' if result['confirmed'] else ''}", flush=True)
+                if result["reason"]:  # why confirmation chose it: a lead inside the noise is not a lead
+                    print(f"  confirmed because: {result['reason']}", flush=True)
                 if result["time"]:
                     print(f"  {result['time']}", flush=True)
     finally:
@@ -76,7 +80,9 @@ def main() -> int:
     old = [r["wall_s"] for n, r in rows if n == "old"]
     new = [r["wall_s"] for n, r in rows if n == "new"]
     same = all(a["choice"] == b["choice"] for (_, a), (_, b) in zip(rows[::2], rows[1::2]))
-    print(f"new / old wall time = {sum(new) / sum(old):.2f} (target <= 0.50); same choice in every pair: {same}")
+    pairs = ", ".join(f"{b / a:.2f}" for a, b in zip(old, new))
+    print(f"new / old wall time = {sum(new) / sum(old):.2f} over all runs (pairs: {pairs}; medians: "
+          f"{statistics.median(new) / statistics.median(old):.2f}) (target <= 0.50); same choice in every pair: {same}")
     return 0
 
 
