@@ -19,8 +19,6 @@ from pathlib import Path
 from .launch import python_command
 
 SWITCH_ENV = "COMPILE_TUNE_FORK_SERVER"
-#: How far the launcher's imports have got, in order (tuner/measure/forkserver.py says each).
-STAGES = ("threads", "dynamo", "ready")
 #: Importing torch, Dynamo and inductor takes a few seconds; a slow disk or a heavy workload more.
 READY_TIMEOUT_S = 300.0
 
@@ -35,7 +33,7 @@ class ForkServer:
         self._ids = itertools.count()
         self._pids: dict[int, int] = {}
         self._exits: dict[int, int] = {}
-        self._stage = -1  # the last of STAGES the launcher has reached
+        self.ready = False  # imported everything: any trial forks at once
         self.threads: int | None = None  # torch's default thread count in the launcher's environment
         # The variables that decide that count: it answers for a tuner whose own are the same.
         self.thread_env = thread_env(env)
@@ -49,19 +47,16 @@ class ForkServer:
         self.log_path = log_path
         threading.Thread(target=self._read, name="compile-tune-forkserver", daemon=True).start()
 
-    @property
-    def ready(self) -> bool:
-        return self._stage == len(STAGES) - 1
-
     def _read(self) -> None:
         for line in self.proc.stdout:
             message = json.loads(line)
             with self._cond:
-                if "threads" in message:
+                if message.get("ready"):
+                    self.ready = True
+                elif "threads" in message:
                     self.threads = message["threads"]
-                    self._stage = 0
-                elif any(stage in message for stage in STAGES):
-                    self._stage = max(i for i, stage in enumerate(STAGES) if stage in message)
+                elif "dynamo" in message:
+                    pass  # a model check can be forked now; it was sent already
                 elif "pid" in message:
                     self._pids[message["id"]] = message["pid"]
                 else:

@@ -9,7 +9,6 @@ timeout and records the failure; the study goes on.
 """
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import shutil
@@ -17,7 +16,7 @@ import signal
 import subprocess
 import tempfile
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -30,24 +29,10 @@ from .shapes import merge_check_parts
 from .spec import TrialSpec
 
 
-def run_isolated(
-    spec: TrialSpec,
-    *,
-    timeout: float,
-    work_dir: Path,
-    cache_dir: Path | None = None,
-    keep_cache: bool = False,
-    env_extra: dict[str, str] | None = None,
-    compile_budget_s: float | None = None,
-) -> dict:
+def run_isolated(spec: TrialSpec, **options) -> dict:
     """Measure ``spec`` in a child process; always returns a result dict with ``status``.
-
-    ``compile_budget_s``: stop the trial once its compile stage alone has run this long (the
-    study's best total time so far: such a config can no longer win). Its status is then
-    ``pruned``, with the reason.
-    """
-    return start_isolated(spec, timeout=timeout, work_dir=work_dir, cache_dir=cache_dir, keep_cache=keep_cache,
-                          env_extra=env_extra, compile_budget_s=compile_budget_s).finish()
+    ``options``: those of :func:`start_isolated`."""
+    return start_isolated(spec, **options).finish()
 
 
 @dataclass
@@ -121,7 +106,12 @@ def start_isolated(
     env_extra: dict[str, str] | None = None,
     compile_budget_s: float | None = None,
 ) -> Running:
-    """Start the child process of :func:`run_isolated` without waiting for it."""
+    """Start the child process of :func:`run_isolated` without waiting for it.
+
+    ``compile_budget_s``: stop the trial once its compile stage alone has run this long (the
+    study's best total time so far: such a config can no longer win). Its status is then
+    ``pruned``, with the reason.
+    """
     work_dir.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix="trial-", suffix=".json", dir=work_dir)
     os.close(fd)
@@ -278,7 +268,7 @@ def check_model(workload_path: str, task: str, work_dir: Path, device: str = "cp
     running = []
     try:
         for part in range(parts):
-            running.append(start_isolated(dataclasses.replace(spec, check_part=part), timeout=timeout,
+            running.append(start_isolated(replace(spec, check_part=part), timeout=timeout,
                                           work_dir=work_dir))
         results = []
         while running:
