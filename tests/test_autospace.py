@@ -27,7 +27,7 @@ def test_blocks_target_is_searched_only_when_a_block_repeats(workloads):
     assert "Block x3" in next(c.reason for c in choices if c.dimension == "target")
     without, _ = auto_space_of(workloads, "fusable.py")
     assert without.target == ["whole"]
-    assert "target=blocks: the model has no repeated submodule class" in without.skipped
+    assert "target=blocks: no submodule class with code of its own repeats" in without.skipped
 
 
 def test_dynamic_choices_only_when_the_input_schedule_varies_a_dimension(workloads):
@@ -91,7 +91,7 @@ def test_space_command_prints_each_dimension_with_why_and_what_is_left_out(workl
     assert out[0] == "compile-tune space: blocks (infer) on cpu; no trials are run"
     assert out[1] == "model check skipped (--no-check): no graph-break repair in the space"
     assert out[2] == "space 'auto': 16 configs"
-    assert "  target: [whole, blocks] - the model repeats Block x3: regional compilation compiles it once for all" in out
+    assert "  target: [whole, blocks] - regional compilation: Block x3: one compile serves all" in out
     assert "  dynamic: [null] - inputs never change shape" in out
     assert out[out.index("left out:") + 1].startswith("  backend=aot_eager: ")
 

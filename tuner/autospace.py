@@ -6,8 +6,9 @@ A run measures ``--trials`` search trials (20 by default), so the space keeps th
 that most often decide a verdict rather than every knob; the rest are left out with a reason
 (``compile-tune space MODEL.py`` lists both), and the named spaces still search them:
 
-- ``target``: ``blocks`` only when a submodule class repeats (regional compilation compiles it
-  once for every instance, which is what a transformer's compile time needs).
+- ``target``: ``blocks`` only when a submodule class with code of its own repeats in few enough
+  structures that one compile per structure serves every instance (``targets.find_blocks``:
+  never a container such as ``nn.Sequential``); what a transformer's compile time needs.
 - ``backend``: inductor only; it is the backend that generates code. ``aot_eager`` traces
   without code generation and rarely beats eager, the ``cudagraphs`` backend is CUDA graphs
   without inductor's kernels (mode ``reduce-overhead`` gives both).
@@ -53,7 +54,9 @@ class ModelFacts:
     device: str
     task: str
     blocks: dict[str, int] = field(default_factory=dict)
-    """The repeated block class (``targets.find_block_classes``) -> its number of instances."""
+    """The repeated block class (``targets.find_blocks``) -> its number of instances."""
+    block_note: str = ""
+    """Why the model has that block, or none (``targets.BlockFinding.reason``)."""
     varying_dims: dict = field(default_factory=dict)
     """The input dimensions that vary over the input schedule (``runtime.marks.varying_dims``)."""
     has_parameters: bool = True
@@ -91,11 +94,12 @@ def build_auto_space(facts: ModelFacts) -> tuple[SearchSpace, list[Choice]]:
 def _target(space: SearchSpace, facts: ModelFacts) -> Choice:
     if not facts.blocks:
         space.target = [WHOLE]
-        space.skipped.append(f"target={BLOCKS}: the model has no repeated submodule class")
-        return Choice("target", space.target, "no submodule class repeats, so there is no block to compile once")
+        why = facts.block_note or "the model has no repeated submodule class"
+        space.skipped.append(f"target={BLOCKS}: {why}")
+        return Choice("target", space.target, "no block to compile once for all its instances")
     space.target = [WHOLE, BLOCKS]
-    repeated = ", ".join(f"{name} x{count}" for name, count in facts.blocks.items())
-    return Choice("target", space.target, f"the model repeats {repeated}: regional compilation compiles it once for all")
+    repeated = facts.block_note or ", ".join(f"{name} x{count}" for name, count in facts.blocks.items())
+    return Choice("target", space.target, f"regional compilation: {repeated}")
 
 
 def _backend(space: SearchSpace, cuda: bool) -> Choice:

@@ -31,7 +31,7 @@ from .outputs import eager_done, import_report_modules, write_outputs
 from .space import SearchSpace, load_space
 from .storage import HEARTBEAT_S, redact, scrub
 from .search import Tuner
-from .targets import find_block_classes
+from .targets import find_blocks
 from .study import (StudyRun, StudySettings, check_settings, default_threads,
                     fail_stale_trials, open_store, scoring_from_study)
 from .threads import check_threads
@@ -198,20 +198,21 @@ def search_space(opts: TuneOptions, workload, device: str) -> tuple[SearchSpace,
     says its own why): ``auto`` is built for the model, a named space or YAML file is loaded; both
     are then restricted to what can work on this device and task."""
     model = workload.make_model()
-    blocks = find_block_classes(model)
+    found = find_blocks(model)
     calls = [workload.make_inputs(), *(workload.make_schedule() or [])]
     varying = varying_dims(calls)
     choices: list[Choice] = []
     if opts.space == AUTO:
         space, choices = build_auto_space(ModelFacts(
-            device, opts.task, blocks={c.__name__: sum(type(m) is c for m in model.modules()) for c in blocks},
+            device, opts.task, blocks={found.name: found.instances} if found.cls else {}, block_note=found.reason,
             varying_dims=varying, has_parameters=any(True for _ in model.parameters())))
     else:
         space = load_space(opts.space)
     # The auto space already fits, so restrict drops nothing from it; it keeps one rule for both: the
     # input schedule's Dynamo settings (tuner/shapes.py), the precisions of --allow-precision-change.
-    space.restrict(device=device, task=opts.task, has_blocks=bool(blocks), varying_dims=varying,
-                   shapes=distinct_shapes(calls), allow_precision_change=opts.allow_precision_change)
+    space.restrict(device=device, task=opts.task, has_blocks=found.cls is not None, blocks_note=found.reason,
+                   varying_dims=varying, shapes=distinct_shapes(calls),
+                   allow_precision_change=opts.allow_precision_change)
     if choices:  # what restrict added: the input schedule's Dynamo settings (tuner/shapes.py)
         choices += [Choice(dim, space.dynamo[dim.removeprefix("dynamo.")], why) for dim, why in space.reasons.items()]
     if choices and space.precision != [None]:

@@ -206,13 +206,14 @@ class SearchSpace:
         return list(seen.values())
 
     def restrict(self, *, device: str, task: str, has_blocks: bool, varying_dims: dict | None = None,
-                 shapes: int = 1, allow_precision_change: bool = False) -> "SearchSpace":
+                 shapes: int = 1, allow_precision_change: bool = False, blocks_note: str = "") -> "SearchSpace":
         """Drop choices that cannot work here; record each drop in ``skipped``. ``varying_dims``:
         the input dimensions that vary over the schedule (what ``dynamic: marked`` marks);
         ``shapes``: how many distinct input shapes it has. Both decide the ``dynamo`` settings the
         schedule calls for, which are added with a reason in ``reasons`` (tuner/shapes.py).
         ``allow_precision_change`` (``--allow-precision-change``): search ``precision``, the YAML's
-        choices or else every one the device supports; without it every precision is dropped."""
+        choices or else every one the device supports; without it every precision is dropped.
+        ``blocks_note``: why the model has no block (``targets.find_blocks``), for the drop of ``blocks``."""
         cuda = device.startswith("cuda")
         if not cuda:
             self._drop("backend", CUDA_ONLY_BACKENDS, "needs CUDA")
@@ -233,7 +234,7 @@ class SearchSpace:
                 self.skipped.append(f"options.{name}: inference only")
                 del self.options[name]
         if not has_blocks:
-            self._drop("target", {BLOCKS}, "the model has no repeated submodule class")
+            self._drop("target", {BLOCKS}, blocks_note or "the model has no repeated submodule class")
         self._restrict_dynamic(dict(varying_dims or {}), shapes)
         self._restrict_precision(device, allow_precision_change)
         for dim in ("target", "backend", "mode"):
