@@ -19,7 +19,7 @@ LAYER_OF = {
     "measure": 2,
     "isolated": 3, "forkserver": 3,
     "study": 4,
-    "search": 5, "confirm": 5, "verdict": 5,
+    "search": 5, "confirm": 5, "verdict": 5, "dead_ends": 5,
     "report": 6,
     "pipeline": 7, "outputs": 7, "workers": 7, "threads": 7, "bundle": 7, "progress": 7,
     "cli": 8, "_worker": 8, "__init__": 8, "__main__": 8,

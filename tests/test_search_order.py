@@ -69,3 +69,47 @@ def test_every_change_of_plain_compile_is_measured_before_the_walk_moves_on(tmp_
 def test_then_the_walk_changes_the_best_config_one_setting_at_a_time(tmp_path):
     order = search(tmp_path, trials=5)
     assert order[-1] == "whole/inductor/max-autotune-no-cudagraphs cpp_wrapper=True", order
+
+
+BLOCKS_SPACE = """
+target: [whole, blocks]
+backend: [inductor]
+mode: [default, max-autotune-no-cudagraphs]
+options:
+  freezing: [false, true]
+  cpp_wrapper: [false, true]
+"""
+
+
+class RegionalNothing(Canned):
+    """Regional configs compile no graph (the block's code is never called through the compiled
+    forward): each runs at eager's speed."""
+
+    def measure(self, config: CompileConfig, *args, **kwargs) -> dict:
+        result = super().measure(config, *args, **kwargs)
+        if config.target == "blocks":
+            result.update(speedup=1.0, step_time_s=0.001, compile_time_s=0.5, graphs=0)
+        else:
+            result["graphs"] = 1
+        return result
+
+
+def test_a_regional_trial_that_compiled_nothing_ends_the_search_of_blocks(tmp_path):
+    path = tmp_path / "space.yaml"
+    path.write_text(BLOCKS_SPACE)
+    space = load_space(str(path)).restrict(device="cpu", task="infer", has_blocks=True)
+    store = open_store(f"sqlite:///{tmp_path / 'study.db'}", "blocks", seed=0)
+    settings = StudySettings(workload=str(tmp_path / "model.py"), task="infer", device="cpu", threads=1,
+                             steps=100000, trials=12, seed=0)
+    tuner = RegionalNothing(store, space, settings, tmp_path / "work", speedup_of=speedups, log=lambda *_: None)
+    scoring = tuner.baselines()
+    run = StudyRun(study=store.study, scoring=scoring)
+    tuner.search(scoring, run)
+    regional = [label for label in tuner.order if label.startswith("blocks")]
+    assert len(regional) == 1, tuner.order  # the first one, never a second
+    assert len([label for label in tuner.order if label.startswith("whole")]) >= 8  # the trials went elsewhere
+    assert any(n.startswith("target=blocks is not searched further: trial ") and "compiled nothing" in n
+               for n in run.notes), run.notes
+    first = next(t for t in store.study.get_trials() if t.user_attrs.get("config_label", "").startswith("blocks")
+                 and not t.user_attrs.get("not_searched"))
+    assert first.user_attrs["regional_note"].startswith("compiled nothing")

@@ -36,6 +36,8 @@ class Progress:
                     f"total {attrs.get('total_time_s', 0):.1f} s")
         else:
             last = f"failed: {attrs.get('failure_category')} ({attrs.get('failure_explanation')})"
+        if attrs.get("regional_note"):
+            last += f"; {attrs['regional_note']}"
         line = f"  {attrs.get('role'):6s} {attrs.get('config_label')}: {last}"
         if self.bar is not None:
             if attrs.get("role") == "search":

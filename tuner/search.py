@@ -21,6 +21,8 @@ from .config import EAGER, PLAIN_COMPILE, CompileConfig
 from .errors import StudyError
 from .lanes import from_env as lane_fields
 from .caches import KEEP as KEEP_CACHES, KeptCaches
+from .dead_ends import blocks_dead_end, regional_note
+from .config import BLOCKS
 from .isolated import run_isolated
 from .score import Scoring
 from .space import SearchSpace
@@ -55,6 +57,8 @@ class Tuner:
         #: Measure plain torch.compile's warm compile too (one short process from its cache): under
         #: a --budget it sizes what confirmation, whose trials compile warm, will cost.
         self.warm_plain = False
+        #: Why ``blocks`` configs are no longer searched (tuner/dead_ends.py), once they are not.
+        self._not_searched: str | None = None
 
     # -- measuring
 
@@ -301,7 +305,8 @@ class Tuner:
                        and t.user_attrs.get("role") == ROLE_SEARCH and t.user_attrs.get("config_key")}
             if done >= self.settings.trials:
                 break
-            unmeasured = sorted(all_keys - set(measured) - running)
+            dead = self._dead_end(trials, run)
+            unmeasured = sorted(all_keys - set(measured) - running - dead)
             if not unmeasured and not running:
                 run.exhausted = True
                 break
@@ -321,6 +326,18 @@ class Tuner:
                 self.study.enqueue_trial(self.space.params_for(cfg), skip_if_exists=False)
                 streak = 0
             streak = 0 if self._search_trial(scoring, run) else streak + 1
+
+    def _dead_end(self, trials: list, run: StudyRun) -> set[str]:
+        """Keys of the configs left out because regional compilation cannot work here; the reason
+        goes into the run's notes once."""
+        why = blocks_dead_end(trials)
+        if why is None:
+            return set()
+        if why not in run.notes:
+            run.notes.append(why)
+            self.log("  " + why)
+        self._not_searched = why
+        return {c.key() for c in self.space.configs() if c.target == BLOCKS}
 
     def _coordinate_move(self, trials: list, unmeasured: set[str]) -> CompileConfig | None:
         """The first search trials change one setting at a time: of plain ``torch.compile``
@@ -347,12 +364,19 @@ class Tuner:
         return None
 
     def _search_trial(self, scoring: Scoring, run: StudyRun) -> bool:
-        """Ask for a config and measure it; False when it was measured or claimed already."""
+        """Ask for a config and measure it; False when it was measured or claimed already, or is
+        left out (:meth:`_dead_end`)."""
+        from optuna.trial import TrialState
+
         trial = self.study.ask()
         self.store.set_system_attr(trial.number, OWNER_ATTR, owner())
         with self.store.heartbeat(trial.number, self.settings.heartbeat_s):
             config = self.space.suggest(trial)
             key = config.key()
+            if self._not_searched and config.target == BLOCKS:
+                trial.set_user_attr("not_searched", self._not_searched)
+                self.study.tell(trial, state=TrialState.PRUNED)
+                return False
             for name, value in (("role", ROLE_SEARCH), ("config_key", key), ("config_label", config.describe()),
                                 ("worker", worker_label())):
                 trial.set_user_attr(name, value)
@@ -372,6 +396,9 @@ class Tuner:
             result = self._interruptible(trial.number, config, f"trial-{trial.number}", self._compile_budget())
             attrs = trial_attrs(config, ROLE_SEARCH, result, scoring)
             attrs["worker"] = worker_label()
+            note = regional_note(attrs)
+            if note:
+                attrs["regional_note"] = note
             value = attrs["total_time_s"] if attrs["status"] == "ok" else None
             if self._finish(trial.number, attrs, value, pruned=attrs["status"] == "pruned"):
                 run.measured += 1

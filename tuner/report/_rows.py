@@ -44,10 +44,12 @@ def trial_rows(data: ReportData, numeric: bool = True) -> tuple[list[list], list
         repeat = not missing(r.get("duplicate_of"))
         if repeat:
             note = f"repeat of #{int(float(r['duplicate_of']))}"
+        elif not missing(r.get("not_searched")):
+            note = "left out: " + text(r.get("not_searched")).split(": ", 1)[-1]
         elif state != "ok":
             note = failure_category(r)
         else:
-            note = ""
+            note = text(r.get("regional_note")) if not missing(r.get("regional_note")) else ""
         cells = [
             _num(str(int(r["number"])), r["number"]), text(r.get("role")), text(r.get("config_label")), state,
             _num(seconds(r.get("total_time_s")), r.get("total_time_s")),

@@ -17,7 +17,7 @@ COLUMNS = [
     "eager_peak_memory_mb", "correct", "graphs", "graph_breaks", "recompiles", "recompile_time_s",
     "failure_category", "failure_explanation", "failure_hint", "failure_raw", "duplicate_of", "interrupted",
     "regions", "step_s", "eager_step_s", "first_call_s", "trial_wall_s", "trace_dir", "compile_time_warm_s",
-    "pruned_reason",
+    "pruned_reason", "regional_note", "not_searched",
 ]
 _DETAIL_COLUMNS = ("graph_break_details", "recompile_details", "round_ratios", "region_names", "environment",
                    "config", "log_tail", "correctness_error")
@@ -51,10 +51,14 @@ def trials_frame(study) -> pd.DataFrame:
 
 
 def measured(frame: pd.DataFrame) -> pd.DataFrame:
-    """Trials that measured something themselves: repeats of a measured config left out."""
+    """Trials that measured something themselves: repeats of a measured config, and suggestions
+    the search left out (``not_searched``), are not."""
     if frame.empty or "duplicate_of" not in frame:
         return frame
-    return frame[frame["duplicate_of"].isna()]
+    own = frame["duplicate_of"].isna()
+    if "not_searched" in frame:
+        own &= frame["not_searched"].isna()
+    return frame[own]
 
 
 def write_trials_csv(study, path: Path) -> Path:

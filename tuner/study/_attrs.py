@@ -56,8 +56,10 @@ def _finite(value):
 
 
 def is_void(trial) -> bool:
-    """A trial that measured nothing: a lost claim, a repeat, or one whose worker died."""
-    return bool(trial.user_attrs.get("duplicate_of") is not None or trial.user_attrs.get("interrupted"))
+    """A trial that measured nothing: a lost claim, a repeat, one whose worker died, or a suggestion
+    the search left out (``not_searched``: a dimension that cannot work, tuner/dead_ends.py)."""
+    return bool(trial.user_attrs.get("duplicate_of") is not None or trial.user_attrs.get("interrupted")
+                or trial.user_attrs.get("not_searched"))
 
 
 def measured_trials(study_or_trials, states: tuple[str, ...] = ("COMPLETE",), roles: tuple[str, ...] = ()) -> list:
