@@ -103,16 +103,24 @@ def test_every_round_of_every_candidate_failing_means_stay_eager():
 
 
 class FakeTrials:
-    """A measure() for confirm(): each config's speedup per round from a table, eager at 10 ms."""
+    """A measure() for confirm(): each config's speedup per round from a table; eager alone at
+    10 ms (``alone`` gives its steps in call order), eager beside a compiled model at
+    ``beside`` times that."""
 
-    def __init__(self, speedups: dict[str, list[float]]):
-        self.speedups, self.calls = speedups, []
+    def __init__(self, speedups: dict[str, list[float]], beside: float = 1.0, alone: list[float] | None = None):
+        self.speedups, self.calls, self.beside, self.alone = speedups, [], beside, alone
 
     def __call__(self, cfg, label, first=False):
         self.calls.append(cfg.describe())
         n = sum(1 for c in self.calls if c == cfg.describe()) - 1
-        return {"status": "ok", "speedup": self.speedups[cfg.describe()][n], "compile_time_s": 1.0,
-                "eager_step_s": 0.01, "peak_memory_mb": 10.0}
+        if not cfg.compiles:
+            step = self.alone[n] if self.alone else 0.01
+            return {"status": "ok", "speedup": 1.0, "step_s": step, "eager_step_s": step, "compile_time_s": 0.0,
+                    "peak_memory_mb": 10.0}
+        beside = 0.01 * self.beside
+        speedup = self.speedups[cfg.describe()][n]
+        return {"status": "ok", "speedup": speedup, "step_s": 0.01 / speedup, "compile_time_s": 1.0,
+                "eager_step_s": beside, "peak_memory_mb": 10.0}
 
 
 OTHER = CompileConfig(target="whole", backend="aot_eager")
@@ -121,31 +129,31 @@ OTHER = CompileConfig(target="whole", backend="aot_eager")
 def test_a_settled_race_stops_after_two_rounds_and_drops_a_clear_loser():
     from tuner.confirm import confirm
 
-    table = {EAGER.describe(): [1.0] * 5, PLAIN_COMPILE.describe(): [1.30, 1.31, 1.30, 1.31, 1.30],
+    table = {PLAIN_COMPILE.describe(): [1.30, 1.31, 1.30, 1.31, 1.30],
              TUNED.describe(): [2.0, 2.01, 2.0, 2.01, 2.0], OTHER.describe(): [1.05, 1.06, 1.05, 1.06, 1.05]}
     trials = FakeTrials(table)
     d = confirm([TUNED, OTHER], Scoring(steps=100_000, eager_step_s=0.01), trials, rounds=5, log=lambda line: None)
     assert d["verdict"] == "compile" and d["choice"] == TUNED.to_dict() and d["clear"]
-    assert d["rounds_done"] == 2 and len(trials.calls) == 6, trials.calls
-    assert EAGER.describe() not in trials.calls  # timed inside every other trial, never alone
+    assert d["rounds_done"] == 2 and len(trials.calls) == 10, trials.calls
+    assert trials.calls.count(EAGER.describe()) == 4  # alone, first and last of every round
 
 
 def test_a_close_call_runs_every_round():
     from tuner.confirm import confirm
 
-    table = {EAGER.describe(): [1.0] * 5, PLAIN_COMPILE.describe(): [1.30, 1.36, 1.27, 1.33, 1.30],
+    table = {PLAIN_COMPILE.describe(): [1.30, 1.36, 1.27, 1.33, 1.30],
              TUNED.describe(): [1.33, 1.29, 1.35, 1.30, 1.34]}
     trials = FakeTrials(table)
     d = confirm([TUNED], Scoring(steps=100_000, eager_step_s=0.01), trials, rounds=5, log=lambda line: None)
     assert d["verdict"] == "compile" and not d["clear"]
-    assert d["rounds_done"] == 5 and len(trials.calls) == 10
+    assert d["rounds_done"] == 5 and len(trials.calls) == 20
 
 
 def test_a_loser_that_trails_clearly_is_not_measured_again():
     from tuner.confirm import confirm
 
     # TUNED and plain compile are close (so the race goes on); OTHER trails both by far.
-    table = {EAGER.describe(): [1.0] * 4, PLAIN_COMPILE.describe(): [1.30, 1.36, 1.27, 1.33],
+    table = {PLAIN_COMPILE.describe(): [1.30, 1.36, 1.27, 1.33],
              TUNED.describe(): [1.33, 1.29, 1.35, 1.30], OTHER.describe(): [1.02, 1.03, 1.02, 1.03]}
     trials = FakeTrials(table)
     d = confirm([TUNED, OTHER], Scoring(steps=100_000, eager_step_s=0.01), trials, rounds=4, log=lambda line: None)
@@ -163,5 +171,34 @@ def test_under_a_budget_each_round_is_sized_by_the_trials_of_the_round_before():
     asked = []
     d = confirm([TUNED], Scoring(steps=100_000, eager_step_s=0.01), FakeTrials(table), rounds=3, log=lambda line: None,
                 round_fits=lambda n, ran: asked.append((n, ran)) or len(asked) < 2)
-    assert asked == [(2, 2), (2, 2)]
+    assert asked == [(4, 4), (4, 4)]
     assert d["rounds_done"] == 2 and d["cut_short"] == "2 of 3 rounds"
+
+
+def test_eager_slowed_beside_a_compiled_model_does_not_inflate_the_speedup():
+    """Each config's process times eager 25 % slower than eager alone: the in-process speedup
+    reads 1.25x, but the verdict compares with eager alone and calls it what it is, a tie."""
+    from tuner.confirm import confirm
+
+    table = {PLAIN_COMPILE.describe(): [1.25] * 3, TUNED.describe(): [1.25] * 3}
+    even = {k: [v / 1.25 for v in vs] for k, vs in table.items()}  # compiled step = eager alone
+    trials = FakeTrials(even, beside=1.25)
+    d = confirm([TUNED], Scoring(steps=100_000, eager_step_s=0.01), trials, rounds=3, log=lambda line: None)
+    assert d["verdict"] == "stay_eager"
+    assert abs(d["eager_beside_over_alone"] - 1.25) < 1e-9
+    plain = next(c for c in d["candidates"] if c["config_label"] == PLAIN_COMPILE.describe())
+    assert abs(plain["speedup"] - 1.0) < 1e-9 and abs(plain["speedup_in_process"] - 1.0) < 1e-9
+
+
+def test_the_eager_pair_sets_a_noise_floor_that_makes_a_near_tie_a_tie():
+    """Three rounds agree to 0.1 %, but two fresh eager processes differ by 8 %: a 5 % lead over
+    plain compile is inside the noise, so plain compile is recommended."""
+    from tuner.confirm import confirm
+
+    table = {PLAIN_COMPILE.describe(): [1.300, 1.301, 1.300], TUNED.describe(): [1.365, 1.366, 1.365]}
+    alone = [0.0104, 0.0096] * 3  # each round's pair: 8 % apart, mean 10 ms
+    d = confirm([TUNED], Scoring(steps=100_000, eager_step_s=0.01), FakeTrials(table, alone=alone), rounds=3,
+                log=lambda line: None)
+    assert abs(d["noise_floor"] - 0.0833) < 1e-3
+    assert d["verdict"] == "compile" and d["choice"] == PLAIN_COMPILE.to_dict(), d["reason"]
+    assert "inside the noise" in d["reason"]

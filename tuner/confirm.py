@@ -27,13 +27,21 @@ class Confirmed:
 
     config: CompileConfig
     speedups: list[float] = field(default_factory=list)
+    """Per round: eager alone (that round's pair) over this config's step."""
     compile_times: list[float] = field(default_factory=list)
     eager_steps: list[float] = field(default_factory=list)
+    """Eager's step timed beside this config in its process; for eager itself, alone."""
     peak_memory: list[float] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
     totals: list[float] = field(default_factory=list)
     warm_compiles: list[float] = field(default_factory=list)
     """Compile times of a restart that keeps the cache (tuner/caches.py)."""
+    steps: dict[int, float] = field(default_factory=dict)
+    """Round -> this config's step time (eager: that round's eager-alone processes, averaged)."""
+    in_process: list[float] = field(default_factory=list)
+    """The speedup over eager timed beside it in its own process (the search's kind of figure)."""
+    floor_s: float = 0.0
+    """The least noise any total has: the eager-versus-eager spread between processes, at this total."""
 
     @property
     def ok(self) -> bool:
@@ -50,25 +58,31 @@ class Confirmed:
             "speedup": self.median(self.speedups),
             "speedup_min": min(self.speedups) if self.speedups else None,
             "speedup_max": max(self.speedups) if self.speedups else None,
+            "speedup_in_process": self.median(self.in_process),
             "compile_time_s": self.median(self.compile_times),
             "compile_time_warm_s": self.median(self.warm_compiles),
             "total_time_s": self.median(self.totals),
             "total_time_min_s": min(self.totals) if self.totals else None,
             "total_time_max_s": max(self.totals) if self.totals else None,
+            "noise_s": self.noise_s,
             "peak_memory_mb": self.median(self.peak_memory),
             "failures": self.failures[:3],
         }
 
     @property
     def noise_s(self) -> float:
-        """Half the range of the per-round totals: how far one measurement may be off."""
-        return (max(self.totals) - min(self.totals)) / 2 if len(self.totals) > 1 else 0.0
+        """How far one measurement may be off: half the range of the per-round totals, and never
+        less than the noise floor (:attr:`floor_s`), which 2-3 rounds alone can miss."""
+        spread = (max(self.totals) - min(self.totals)) / 2 if len(self.totals) > 1 else 0.0
+        return max(spread, self.floor_s)
 
 
 #: Rounds before the ranking may be called settled: one more than it takes to see any noise.
 MIN_ROUNDS = 2
 #: A margin counts as clear at this many times its measured noise.
 CLEAR = 2.0
+#: Eager alone runs twice a round, first and last: the pair is eager's own figure and the noise floor.
+EAGER_ALONE = 2
 
 
 def confirm(finalists: list[CompileConfig], scoring: Scoring, measure: Callable[..., dict],
@@ -80,9 +94,12 @@ def confirm(finalists: list[CompileConfig], scoring: Scoring, measure: Callable[
     that clearly is not measured again (plain compile always is: it is the yardstick a tuned
     config must beat). A close call runs every round.
 
-    Eager gets no process of its own: every confirmation trial times eager steps side by side
-    with its config, and eager's figures are the median of those (a trial of eager alone would
-    only time eager against itself).
+    Eager runs alone, in :data:`EAGER_ALONE` processes of its own each round, the first and the
+    last of the round: eager timed beside a compiled model in one process is not the eager a user
+    who stays eager runs (its caches, allocator and threads are shared with the compiled code),
+    so a config's speedup is that round's eager alone over the config's step. The pair's spread
+    is the noise floor: the difference between two fresh processes running the same thing.
+    The speedup measured inside each config's process is kept beside it (``speedup_in_process``).
 
     ``measure(config, label, first=...)`` runs one isolated trial (the study's own trial runner);
     ``first`` is True in a config's first round (where its warm compile is worth measuring).
@@ -97,35 +114,20 @@ def confirm(finalists: list[CompileConfig], scoring: Scoring, measure: Callable[
         if cfg.key() not in {c.key() for c in candidates}:
             candidates.append(cfg)
     results = {c.key(): Confirmed(c) for c in candidates}
-    eager = results[EAGER.key()]
     racing = [c for c in candidates if c.compiles]
     decision: dict[str, Any] = {}
     ran = 0  # trials in the round before
     for r in range(rounds):
-        if r and round_fits is not None and not round_fits(len(racing), ran):
+        if r and round_fits is not None and not round_fits(len(racing) + EAGER_ALONE, ran):
             log(f"  confirmation stopped after round {r}/{rounds}: the next round does not fit in the --budget")
             decision["cut_short"] = f"{r} of {rounds} rounds"
             break
         order = racing if r % 2 == 0 else list(reversed(racing))
-        eager_memory = []
-        for cfg in order:
-            entry = results[cfg.key()]
-            result = measure(cfg, f"confirm-{r}-{len(entry.speedups)}", first=r == 0)
-            if result.get("status") != "ok":
-                entry.failures.append((result.get("failure") or {}).get("category", "failed"))
-                continue
-            entry.speedups.append(float(result["speedup"]))
-            entry.compile_times.append(scoring.compile_time(result))
-            entry.eager_steps.append(float(result["eager_step_s"]))
-            entry.peak_memory.append(float(result.get("peak_memory_mb") or 0.0))
-            if result.get("compile_time_warm_s") is not None:
-                entry.warm_compiles.append(float(result["compile_time_warm_s"]))
-            eager_memory.append(float(result.get("eager_peak_memory_mb") or 0.0))
+        order = [EAGER, *order, EAGER]
+        for i, cfg in enumerate(order):
+            result = measure(cfg, f"confirm-{r}-{i}", first=r == 0)
+            _record(results[cfg.key()], result, r, scoring)
         ran = len(order)
-        if eager_memory:  # eager was timed in this round, inside the candidates' processes
-            eager.speedups.append(1.0)
-            eager.compile_times.append(0.0)
-            eager.peak_memory.append(statistics.median(eager_memory))
         decision = _decide_now(results, scoring)
         decision["rounds_done"] = r + 1
         if r + 1 < rounds and r + 1 >= MIN_ROUNDS and decision.get("clear"):
@@ -139,21 +141,63 @@ def confirm(finalists: list[CompileConfig], scoring: Scoring, measure: Callable[
     return decision
 
 
+def _record(entry: Confirmed, result: dict, r: int, scoring: Scoring) -> None:
+    """One confirmation trial's figures into its config's entry, as round ``r``."""
+    if result.get("status") != "ok":
+        entry.failures.append((result.get("failure") or {}).get("category", "failed"))
+        return
+    eager_beside = float(result["eager_step_s"])
+    step = float(result.get("step_s") or eager_beside / float(result["speedup"]))
+    entry.peak_memory.append(float(result.get("peak_memory_mb") or 0.0))
+    if not entry.config.compiles:  # eager alone: both sides of its timing ran eager
+        pair = entry.steps.get(r)
+        entry.steps[r] = statistics.mean([eager_beside, step]) if pair is None else (pair + eager_beside) / 2
+        entry.eager_steps.append(statistics.mean([eager_beside, step]))
+        return
+    entry.steps[r] = step
+    entry.in_process.append(float(result["speedup"]))
+    entry.compile_times.append(scoring.compile_time(result))
+    entry.eager_steps.append(eager_beside)
+    if result.get("compile_time_warm_s") is not None:
+        entry.warm_compiles.append(float(result["compile_time_warm_s"]))
+
+
 def _decide_now(results: dict[str, Confirmed], scoring: Scoring) -> dict[str, Any]:
-    """:func:`decide` on the rounds measured so far."""
-    # One eager reference for every candidate: the median eager step over all confirmation
-    # processes (each of them timed eager side by side with its config).
-    eager_steps = [s for e in results.values() for s in e.eager_steps]
-    if not eager_steps:
-        # Every compiled candidate failed every round in fresh processes: a confirmed reason to
-        # stay eager (eager itself runs in each of those processes, so it needs no figure here).
+    """:func:`decide` on the rounds measured so far, against eager alone (:func:`confirm`)."""
+    eager = results[EAGER.key()]
+    compiled = [e for e in results.values() if e.config.compiles]
+    if not any(e.steps for e in compiled):
+        # Every compiled candidate failed every round in fresh processes: a confirmed reason to stay eager.
         return {"choice": EAGER.to_dict(), "verdict": "stay_eager", "clear": True,
-                "reason": f"no finalist was confirmed (failures in fresh processes: {_failures(results.values())})",
+                "reason": f"no finalist was confirmed (failures in fresh processes: {_failures(compiled)})",
                 "eager_step_s": scoring.eager_step_s, "candidates": [e.summary() for e in results.values()]}
-    eager_step = statistics.median(eager_steps)
-    for entry in results.values():
+    beside = [s for e in compiled for s in e.eager_steps]
+    alone = dict(eager.steps)
+    if not alone:  # eager alone failed: fall back on eager timed beside each config
+        alone = {r: statistics.median(beside) for e in compiled for r in e.steps}
+    eager_step = statistics.median(list(alone.values()))
+    floor = _pair_floor(eager)
+    eager.speedups = [1.0] * len(eager.steps)  # one per round, as for every config
+    eager.compile_times = [0.0] * len(eager.steps)
+    eager.totals = [scoring.steps * s for s in (eager.eager_steps if eager.steps else beside)]
+    eager.floor_s = floor / 2 * scoring.steps * eager_step
+    for entry in compiled:
+        entry.speedups = [alone[r] / step for r, step in entry.steps.items() if r in alone]
         entry.totals = [c + scoring.steps * eager_step / s for s, c in zip(entry.speedups, entry.compile_times)]
-    return decide(results, eager_step, scoring)
+        med = entry.median(entry.speedups)
+        entry.floor_s = floor / 2 * scoring.steps * eager_step / med if med else 0.0
+    decision = decide(results, eager_step, scoring)
+    decision["noise_floor"] = floor
+    decision["eager_beside_over_alone"] = statistics.median(beside) / eager_step if beside and eager.steps else None
+    return decision
+
+
+def _pair_floor(eager: Confirmed) -> float:
+    """The largest relative difference between the two eager-alone processes of a round: what two
+    fresh processes running the same thing differ by here (0 before a pair is complete)."""
+    steps = eager.eager_steps
+    pairs = [(a, b) for a, b in zip(steps[::EAGER_ALONE], steps[1::EAGER_ALONE])]
+    return max((abs(a / b - 1) for a, b in pairs if b > 0), default=0.0)
 
 
 def _trailing(results: dict[str, Confirmed], racing: list[CompileConfig]) -> list[str]:

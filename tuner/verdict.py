@@ -171,6 +171,9 @@ def _from_confirmation(decision: dict, scoring: Scoring, tuned_on: dict, study) 
     base = {"confirmed": True, "confirm_rounds": decision.get("rounds_done") or decision.get("rounds"), "reason": decision["reason"],
             "eager_total_time_s": eager["total_time_s"], "eager_step_time_ms": decision["eager_step_s"] * 1e3,
             "eager_total_time_range_s": [eager["total_time_min_s"], eager["total_time_max_s"]]}
+    if decision.get("noise_floor") is not None:  # eager alone in two fresh processes a round (tuner/confirm.py)
+        base["noise_floor"] = decision["noise_floor"]
+        base["eager_beside_over_alone"] = decision.get("eager_beside_over_alone")
     if decision.get("cut_short"):  # the --budget stopped the race: fewer rounds, a less certain spread
         base["confirm_cut_short"] = decision["cut_short"]
     if decision["verdict"] == "stay_eager":
@@ -184,6 +187,7 @@ def _from_confirmation(decision: dict, scoring: Scoring, tuned_on: dict, study) 
         **base,
         "speedup_vs_eager": chosen["speedup"],
         "speedup_range": [chosen["speedup_min"], chosen["speedup_max"]],
+        "speedup_in_process": chosen.get("speedup_in_process"),
         "speedup_vs_plain_compile": chosen["speedup"] / plain["speedup"] if plain and plain.get("speedup") else None,
         "total_time_s": chosen["total_time_s"],
         "total_time_range_s": [chosen["total_time_min_s"], chosen["total_time_max_s"]],
