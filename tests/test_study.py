@@ -334,3 +334,23 @@ def test_warm_compile_cost_prunes_no_compile_that_could_win_warm(tmp_path, workl
         assert budgets == [None, None]
         best = yaml.safe_load((tmp_path / cost / "best_config.yaml").read_text())
         assert best["verdict"] == "compile" and best["measured"]["compile_time_s"] == 1.0
+
+
+def test_the_trial_timeout_scales_with_plain_compiles_trial_unless_given():
+    import optuna
+    from optuna.trial import TrialState, create_trial
+
+    from tuner.study import StudySettings, trial_timeout
+
+    study = optuna.create_study()
+    settings = StudySettings(workload="m.py", task="infer", device="cpu", threads=1, steps=10, trials=1)
+    assert trial_timeout(study, settings) == 900.0  # nothing measured yet
+    study.add_trial(create_trial(state=TrialState.COMPLETE, value=1.0,
+                                 user_attrs={"role": "eager", "trial_wall_s": 60.0}))
+    assert trial_timeout(study, settings) == 1200.0  # a slow eager model: 20 eager trials
+    study.add_trial(create_trial(state=TrialState.COMPLETE, value=1.0, user_attrs={"role": "plain", "trial_wall_s": 12.0}))
+    assert trial_timeout(study, settings) == 120.0  # a small model: hangs are stopped in 2 minutes, not 15
+    study.add_trial(create_trial(state=TrialState.FAIL, user_attrs={"role": "plain", "trial_wall_s": 400.0}))
+    assert trial_timeout(study, settings) == 1600.0  # a large model's compile: 4x its plain trial
+    given = StudySettings(workload="m.py", task="infer", device="cpu", threads=1, steps=10, trials=1, trial_timeout=50.0)
+    assert trial_timeout(study, given) == 50.0

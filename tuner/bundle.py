@@ -23,9 +23,11 @@ from .spec import TrialSpec
 _LOCKS = shutil.ignore_patterns("*.lock", "locks")
 
 
-def bundle_and_measure(settings, config_path: Path, work_dir: Path, kept_cache: Path | None = None) -> dict[str, Any]:
+def bundle_and_measure(settings, config_path: Path, work_dir: Path, kept_cache: Path | None = None,
+                       timeout: float = 900.0) -> dict[str, Any]:
     """Write ``compile_cache/`` beside ``config_path``; return cold and warm first-step times.
-    ``kept_cache``: the inductor cache the config's search trial compiled into, if kept."""
+    ``kept_cache``: the inductor cache the config's search trial compiled into, if kept;
+    ``timeout``: seconds each of its processes may run (the run's trial timeout)."""
     tuned = load_tuned_config(config_path)
     bundle = config_path.parent / CACHE_DIRNAME
     shutil.rmtree(bundle, ignore_errors=True)
@@ -39,7 +41,7 @@ def bundle_and_measure(settings, config_path: Path, work_dir: Path, kept_cache: 
     else:
         cold = run_isolated(
             TrialSpec(**base, config=tuned.config.to_dict(), save_artifacts_to=str(bundle / MEGA_CACHE)),
-            timeout=settings.trial_timeout, work_dir=work_dir, keep_cache=True,
+            timeout=timeout, work_dir=work_dir, keep_cache=True,
         )
         if cold.get("status") != "ok":
             shutil.rmtree(bundle, ignore_errors=True)
@@ -51,7 +53,7 @@ def bundle_and_measure(settings, config_path: Path, work_dir: Path, kept_cache: 
     digest = bundle_digest(bundle)
     save_tuned_config(dataclasses.replace(tuned, measured={**tuned.measured, DIGEST_KEY: digest}), config_path)
     warm = run_isolated(TrialSpec(**base, config={}, config_path=str(config_path)),
-                        timeout=settings.trial_timeout, work_dir=work_dir)
+                        timeout=timeout, work_dir=work_dir)
     if warm.get("status") != "ok" or warm.get("cache_refused"):
         why = warm.get("cache_refused") or (warm.get("failure") or {}).get("raw", "warm start failed")
         return {"cold_start_s": cold["first_step_s"], DIGEST_KEY: digest, "warm_start_error": why[:300]}

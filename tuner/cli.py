@@ -59,7 +59,9 @@ def _tune_parser() -> argparse.ArgumentParser:
                    help="seconds between heartbeats of a running trial; one silent for 6 of them is "
                         "failed and measured again by another worker [10]")
     p.add_argument("--seed", type=int, default=0, help="sampler seed [0]")
-    p.add_argument("--trial-timeout", type=float, default=900.0, help="seconds before a trial is killed [900]")
+    p.add_argument("--trial-timeout", type=float, default=None,
+                   help="seconds before a trial is killed [scaled to the model: 4x plain torch.compile's trial, "
+                        "at least 120 s; 900 s before that is measured]")
     p.add_argument("--max-memory", dest="max_memory_mb", type=float, default=None,
                    help="peak memory bound in MB; configs above it are never chosen")
     p.add_argument("--measure-seconds", type=float, default=6.0, help="timing budget per trial [6]")

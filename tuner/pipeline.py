@@ -33,7 +33,7 @@ from .storage import HEARTBEAT_S, redact, scrub
 from .search import Tuner
 from .targets import find_blocks
 from .study import (StudyRun, StudySettings, check_settings, default_threads,
-                    fail_stale_trials, open_store, scoring_from_study)
+                    fail_stale_trials, open_store, scoring_from_study, trial_timeout)
 from .threads import check_threads
 from .verdict import SKIPPED_ATTR, pick_best
 from .lanes import parse_parallel
@@ -63,7 +63,8 @@ class TuneOptions:
     storage: str | None = None
     study_name: str | None = None
     seed: int = 0
-    trial_timeout: float = 900.0
+    trial_timeout: float | None = None
+    """Seconds before a trial is stopped; None scales it to the model (``study.trial_timeout``)."""
     max_memory_mb: float | None = None
     measure_seconds: float = 6.0
     rounds: int = 5
@@ -99,7 +100,7 @@ class TuneOptions:
             raise TunerError(f"--steps must be >= 1, got {self.steps}", "give the number of steps your real run takes")
         if self.task not in ("infer", "train"):
             raise TunerError(f"--task must be infer or train, got {self.task!r}", "use --task infer or --task train")
-        if self.trial_timeout <= 0:
+        if self.trial_timeout is not None and self.trial_timeout <= 0:
             raise TunerError(f"--trial-timeout must be > 0 seconds, got {self.trial_timeout}",
                              "give the seconds after which a trial is stopped, e.g. --trial-timeout 900")
         if self.objective not in ("time", "pareto"):
@@ -305,7 +306,8 @@ def _run_study(opts: TuneOptions, log, workload, device: str, threads: int, spac
     if warm and clock.fits("warm start", plan.warm_start_s if kept else plan.warm_start_without_cache_s(), log):
         def warm_start() -> None:
             log("saving the compile cache beside best_config.yaml and timing a cold vs warm start ...")
-            started = bundle_and_measure(settings, out_dir / "best_config.yaml", out_dir / "work", kept_cache=kept)
+            started = bundle_and_measure(settings, out_dir / "best_config.yaml", out_dir / "work", kept_cache=kept,
+                                         timeout=trial_timeout(study, settings))
             study.set_user_attr("warm_start", {"config_key": tuned.config.key(), **started})
 
         with clock.phase("warm start"):
@@ -318,7 +320,8 @@ def _run_study(opts: TuneOptions, log, workload, device: str, threads: int, spac
         def thread_check() -> None:
             log(f"checking the chosen config from {opts.check_threads} threads at once ...")
             found = check_threads(str(workload.path), tuned.config, opts.check_threads, device=device,
-                                  torch_threads=threads, timeout=opts.trial_timeout, work_dir=out_dir / "work")
+                                  torch_threads=threads, timeout=trial_timeout(study, tuner.settings),
+                                  work_dir=out_dir / "work")
             study.set_user_attr("thread_check", {"config_key": tuned.config.key(), **found})
 
         with clock.phase("thread check"):

@@ -29,7 +29,7 @@ from .space import SearchSpace
 from .storage import OWNER_ATTR, owner, worker_label
 from .spec import TrialSpec
 from .study import ROLE_EAGER, ROLE_PLAIN, ROLE_SEARCH, is_void, measured_trials, trial_attrs
-from .study import fail_stale_trials, mark_interrupted, requeue
+from .study import fail_stale_trials, mark_interrupted, requeue, trial_timeout
 from .study import StudyRun, StudySettings, TrialStore
 
 #: Consecutive duplicate suggestions before we hand the sampler an unmeasured config.
@@ -88,7 +88,7 @@ class Tuner:
         inductor = config.compiles and config.backend == "inductor"
         cached = self.caches.get(config.key()) if reuse_cache and inductor else None
         warm = warm and inductor and cached is None
-        result = run_isolated(spec, timeout=s.trial_timeout, work_dir=self.work_dir, env_extra=env, cache_dir=cached,
+        result = run_isolated(spec, timeout=trial_timeout(self.study, s), work_dir=self.work_dir, env_extra=env, cache_dir=cached,
                               keep_cache=inductor and cached is None, compile_budget_s=compile_budget_s)
         if env:
             result["trace_dir"] = env["TORCH_TRACE"]
@@ -113,7 +113,7 @@ class Tuner:
     def _warm_compile(self, spec: TrialSpec, cache: Path, result: dict) -> dict:
         """The same config compiled again in a fresh process that finds the trial's cache: what
         a restart costs a user who keeps the cache."""
-        warm = run_isolated(dataclasses.replace(spec, mode="startup"), timeout=self.settings.trial_timeout,
+        warm = run_isolated(dataclasses.replace(spec, mode="startup"), timeout=trial_timeout(self.study, self.settings),
                             work_dir=self.work_dir, cache_dir=cache)
         if warm.get("status") != "ok":
             return {}

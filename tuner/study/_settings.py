@@ -11,6 +11,7 @@ from typing import Any
 from ..errors import StudyError
 from ..spec import MEASUREMENT
 from ..score import Scoring
+from ._attrs import ROLE_EAGER, ROLE_PLAIN
 from ..storage import HEARTBEAT_S, open_storage
 from ..targets import find_block_classes
 from ._attrs import ROLE_EAGER
@@ -32,7 +33,8 @@ class StudySettings:
     steps: int
     trials: int
     seed: int = 0
-    trial_timeout: float = 900.0
+    trial_timeout: float | None = None
+    """Seconds before a trial is stopped; None: scaled to the model (:func:`trial_timeout`)."""
     max_memory_mb: float | None = None
     measure_seconds: float = 6.0
     rounds: int = 5
@@ -187,6 +189,29 @@ def _fresh_process_threads(python: str, omp: str | None, mkl: str | None) -> int
             return max(1, len(os.sched_getaffinity(0)))
         except AttributeError:
             return os.cpu_count() or 1
+
+
+#: Without ``--trial-timeout``, a trial may take this many times plain torch.compile's trial: a
+#: max-autotune compile takes 2-3 times a default one, and a hang is still stopped in minutes.
+TIMEOUT_SCALE = 4.0
+#: The least a scaled timeout gives, and the timeout before plain compile's trial is measured
+#: (also at least 20 eager baseline trials: a model whose eager steps alone are slow compiles slowly).
+MIN_TRIAL_TIMEOUT_S, FIRST_TRIAL_TIMEOUT_S = 120.0, 900.0
+
+
+def trial_timeout(study, settings: StudySettings) -> float:
+    """Seconds the next trial may run: ``--trial-timeout`` when given, else scaled to this model by
+    what its baselines took (a fixed limit is hours too long for a small model, too short for a large one)."""
+    if settings.trial_timeout is not None:
+        return settings.trial_timeout
+    walls: dict[str, float] = {}
+    for t in study.get_trials(deepcopy=False):
+        wall = t.user_attrs.get("trial_wall_s")
+        if wall and t.state.name in ("COMPLETE", "FAIL") and t.user_attrs.get("role") in (ROLE_EAGER, ROLE_PLAIN):
+            walls[t.user_attrs["role"]] = max(walls.get(t.user_attrs["role"], 0.0), float(wall))
+    if ROLE_PLAIN in walls:
+        return max(MIN_TRIAL_TIMEOUT_S, TIMEOUT_SCALE * walls[ROLE_PLAIN])
+    return max(FIRST_TRIAL_TIMEOUT_S, 20 * walls.get(ROLE_EAGER, 0.0))
 
 
 def has_repeated_blocks(model) -> bool:
