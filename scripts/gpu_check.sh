@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# A prepared GPU check (under 5 minutes on one GPU): confirm CUDA, run the CUDA-only tests, then
-# tune the bundled transformer on the GPU with a small budget and print the verdict.
+# A prepared GPU check (under 8 minutes on one GPU): confirm CUDA, run the CUDA-only tests, tune the
+# bundled transformer on the GPU with a small budget and print the verdict, then one zoo model at
+# real size (ResNet-50, benchmarks/zoo/) unchanged, under a 2-minute budget.
 #
 # On a machine with torch already installed (the lent GPU machines have it, and no network):
 #   bash scripts/gpu_wheels.sh            # here, once: wheels of the packages that machine lacks
@@ -13,7 +14,8 @@ PY=${PY:-python3}
 mkdir -p "$OUT"
 
 if [ -d .gpu_wheels ]; then  # carried wheels: optuna and friends, no downloads
-  $PY -m pip install --quiet --no-index --find-links .gpu_wheels optuna "psycopg[binary]" pytest hypothesis 2>&1 | tail -2 || true
+  $PY -m pip install --quiet --no-index --find-links .gpu_wheels optuna "psycopg[binary]" pytest hypothesis \
+    transformers 2>&1 | tail -2 || true
 fi
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 $PY - <<'PYEOF'
@@ -31,3 +33,8 @@ timeout 240 $PY -m tuner examples/tiny_transformer.py --device cuda --space gpu_
   --steps 100000 --out "$OUT/tiny_transformer" --trial-timeout 120 --confirm 1 --confirm-rounds 2 \
   --no-progress --check-threads 2 2>&1 | tail -30
 cp "$OUT/tiny_transformer/best_config.yaml" "$OUT/tiny_transformer/report.md" "${OUT_COPY:-$OUT}/" 2>/dev/null || true
+
+# The zoo at real size runs unchanged on the GPU (the workload files know no device).
+timeout 200 $PY -m tuner benchmarks/zoo/resnet50.py --device cuda --budget 2m --out "$OUT/resnet50" \
+  --no-progress 2>&1 | tail -20
+cp "$OUT/resnet50/best_config.yaml" "${OUT_COPY:-$OUT}/resnet50_best_config.yaml" 2>/dev/null || true

@@ -5,5 +5,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m pip download --quiet --only-binary=:all: --python-version 3.12 --platform manylinux2014_x86_64 \
-  --platform manylinux_2_17_x86_64 -d .gpu_wheels optuna "psycopg[binary]"
+  --platform manylinux_2_17_x86_64 -d .gpu_wheels optuna "psycopg[binary]" transformers
 ls .gpu_wheels

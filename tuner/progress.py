@@ -31,11 +31,7 @@ class Progress:
         total = attrs.get("total_time_s")
         if attrs.get("status") == "ok" and total is not None and (self.best is None or total < self.best[0]):
             self.best = (total, attrs.get("config_label"), attrs.get("speedup"))
-        if attrs.get("status") == "ok":
-            last = (f"{attrs.get('speedup', 0):.2f}x, compile {attrs.get('compile_time_s', 0):.1f} s, "
-                    f"total {attrs.get('total_time_s', 0):.1f} s")
-        else:
-            last = f"failed: {attrs.get('failure_category')} ({attrs.get('failure_explanation')})"
+        last = outcome(attrs)
         if attrs.get("regional_note"):
             last += f"; {attrs['regional_note']}"
         line = f"  {attrs.get('role'):6s} {attrs.get('config_label')}: {last}"
@@ -70,3 +66,17 @@ class Progress:
     def close(self) -> None:
         if self.bar is not None:
             self.bar.close()
+
+
+def outcome(attrs: dict) -> str:
+    """What one trial came to, in words: its figures, or why it has none (pruned, failed)."""
+    status = attrs.get("status")
+    if status == "ok":
+        return (f"{attrs.get('speedup', 0):.2f}x, compile {attrs.get('compile_time_s', 0):.1f} s, "
+                f"total {attrs.get('total_time_s', 0):.1f} s")
+    if status == "pruned":
+        return f"pruned: {attrs.get('pruned_reason') or 'it could not beat the best total so far'}"
+    category, why = attrs.get("failure_category"), attrs.get("failure_explanation")
+    if category is None:
+        return f"{status or 'failed'}: no result"
+    return f"failed: {category}" + (f" ({why})" if why else "")

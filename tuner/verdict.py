@@ -179,7 +179,9 @@ def _from_confirmation(decision: dict, scoring: Scoring, tuned_on: dict, study) 
     if decision["verdict"] == "stay_eager":
         best = decision.get("best") or {}
         measured = {**base, "total_time_s": eager["total_time_s"], "best_compiled": best.get("config_label"),
-                    "best_compiled_total_time_s": best.get("total_time_s")}
+                    "best_compiled_total_time_s": best.get("total_time_s"),
+                    "best_compiled_speedup": best.get("speedup"),
+                    "best_compiled_speedup_range": [best.get("speedup_min"), best.get("speedup_max")]}
         return TunedConfig(EAGER, "stay_eager", _rounded(measured), tuned_on)
     chosen = decision["best"]
     step = decision["eager_step_s"] / chosen["speedup"]

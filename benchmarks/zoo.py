@@ -1,0 +1,194 @@
+"""Run the model zoo (benchmarks/zoo/*.py) as a new user would, then re-measure each verdict.
+
+For each model: ``compile-tune MODEL.py --budget B`` (the task and budget from the file's
+``TASK`` and ``BUDGET``), then ``benchmarks/remeasure.py`` on its results (fresh processes, eager
+alone, the schedule in arrival order, an eager-versus-eager pair per round). One row per model:
+the verdict, the confirmed speedup range, the re-measured speedup with its noise floor, eager
+beside a compiled model over eager alone (the bias of in-process figures), time per phase, time
+to the verdict and peak memory. The table is written as Markdown with the date, commit, torch
+and machine of the run, since a verdict holds only there.
+
+    python benchmarks/zoo.py                       # every model, its table into docs/zoo.md
+    python benchmarks/zoo.py resnet50 vit_b16 --budget 6m --rounds 2
+    python benchmarks/zoo.py --table-only          # rebuild the table from results/zoo/
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import platform
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+ZOO = ROOT / "benchmarks" / "zoo"
+OUT = ROOT / "results" / "zoo"
+#: Re-measure steps per process: enough for 100 at a fast step, about 30 s of timing at a slow one.
+MAX_TIMED_S = 30.0
+
+
+def constants(path: Path) -> dict:
+    """TASK and BUDGET from a zoo file, read without importing it (no torch in this process)."""
+    found = dict(re.findall(r'^(TASK|BUDGET)\s*=\s*"([^"]+)"', path.read_text(), re.M))
+    return {"task": found.get("TASK", "infer"), "budget": found.get("BUDGET", "8m")}
+
+
+def tune(name: str, budget: str | None) -> dict:
+    path = ZOO / f"{name}.py"
+    c = constants(path)
+    out = OUT / name
+    cmd = [str(Path(sys.executable).with_name("compile-tune")), str(path), "--budget", budget or c["budget"],
+           "--task", c["task"], "--out", str(out), "--no-progress"]
+    began = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+    wall = time.perf_counter() - began
+    out.mkdir(parents=True, exist_ok=True)
+    (OUT / f"{name}.log").write_text(proc.stdout + "\n--- stderr ---\n" + proc.stderr)
+    record = {"name": name, "command": " ".join(["compile-tune", f"benchmarks/zoo/{name}.py", *cmd[2:6]]),
+              "rc": proc.returncode, "wall_s": wall, "task": c["task"], "budget": budget or c["budget"]}
+    (OUT / f"{name}.run.json").write_text(json.dumps(record, indent=1))
+    return record
+
+
+def remeasure(name: str, rounds: int) -> dict | None:
+    results = OUT / name
+    best = yaml.safe_load((results / "best_config.yaml").read_text())
+    step_ms = (best.get("measured") or {}).get("eager_step_time_ms") or 100.0
+    steps = int(max(30, min(100, MAX_TIMED_S / (step_ms / 1e3))))
+    out = OUT / f"{name}.remeasure.json"
+    cmd = [sys.executable, str(ROOT / "benchmarks" / "remeasure.py"), str(ZOO / f"{name}.py"), "--results",
+           str(results), "--rounds", str(rounds), "--steps", str(steps), "--json", str(out)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+    (OUT / f"{name}.remeasure.log").write_text(proc.stdout + "\n--- stderr ---\n" + proc.stderr)
+    return json.loads(out.read_text()) if out.exists() else None
+
+
+def phases(results: Path) -> dict:
+    """Seconds per phase of the run, from its study."""
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    storage = f"sqlite:///{results / 'study.db'}"
+    names = optuna.get_all_study_names(storage)
+    return optuna.load_study(study_name=names[0], storage=storage).user_attrs.get("phase_seconds") or {}
+
+
+def row(name: str) -> dict:
+    run = json.loads((OUT / f"{name}.run.json").read_text())
+    best = yaml.safe_load((OUT / name / "best_config.yaml").read_text())
+    m = best.get("measured") or {}
+    rm_path = OUT / f"{name}.remeasure.json"
+    rm = json.loads(rm_path.read_text()) if rm_path.exists() else {}
+    label = best.get("verdict", "?")
+    if best.get("verdict") == "compile":
+        label = f"compile: {_label(best)}"
+    return {"name": name, "run": run, "verdict": label, "m": m, "rm": rm, "phases": phases(OUT / name),
+            "tuned_on": best.get("tuned_on") or {}}
+
+
+def _label(best: dict) -> str:
+    from tuner.config import CompileConfig
+
+    return CompileConfig.from_dict(best.get("config") or {}).describe()
+
+
+def _x(v) -> str:
+    return "-" if v is None else f"{float(v):.2f}x"
+
+
+def _pct(v) -> str:
+    return "-" if v is None else f"{float(v) * 100:.1f} %"
+
+
+def table(names: list[str]) -> str:
+    rows = [row(n) for n in names if (OUT / f"{n}.run.json").exists() and (OUT / n / "best_config.yaml").exists()]
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT).stdout.strip()
+    lines = [f"Run {datetime.date.today().isoformat()} at commit {commit} on {_machine()}; torch "
+             f"{(rows[0]['tuned_on'].get('torch') if rows else '?')}, threads "
+             f"{(rows[0]['tuned_on'].get('threads') if rows else '?')}. `python benchmarks/zoo.py` rebuilds it.", "",
+             "| model | task, budget | verdict | confirmed speedup (range) | noise floor (run) | re-measured speedup "
+             "(range) | noise floor (re-measure) | inside? | eager beside / alone (run; re-measure) | time to verdict "
+             "| phases | peak memory |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        m, rm, ph = r["m"], r["rm"], r["phases"]
+        rng = m.get("speedup_range") or [None, None]
+        confirmed = f"{_x(m.get('speedup_vs_eager'))} ({_x(rng[0])}-{_x(rng[1])})" if m.get("speedup_vs_eager") else (
+            f"best compiled {m.get('best_compiled') or '-'}")
+        re_ = (f"{_x(rm.get('remeasured_speedup'))} ({_x(rm.get('speedup_min'))}-{_x(rm.get('speedup_max'))})"
+               if rm else "-")
+        phase_text = ", ".join(f"{k} {v:.0f} s" for k, v in ph.items() if k not in ("total",) and v >= 1)
+        memory = m.get("peak_memory_mb") or m.get("eager_peak_memory_mb")
+        lines.append(
+            f"| {r['name']} | {r['run']['task']}, {r['run']['budget']} | {r['verdict']} | {confirmed} | "
+            f"{_pct(m.get('noise_floor'))} | {re_} | {_pct(rm.get('noise_floor'))} | "
+            f"{_agrees(rm)} | {_x(m.get('eager_beside_over_alone'))}; "
+            f"{_x(rm.get('eager_beside_over_alone'))} | {r['run']['wall_s'] / 60:.1f} min | {phase_text} | "
+            f"{'-' if memory is None else f'{memory:.0f} MB'} |")
+    return "\n".join(lines) + "\n"
+
+
+def _agrees(rm: dict) -> str:
+    """Whether the re-measure confirms the run: inside its range, within the noise floor, or not."""
+    if not rm or rm.get("agrees") is None:
+        return "-"
+    if rm.get("inside"):
+        return "yes"
+    off = f"{abs(rm['outside_by']) * 100:.1f} % off"
+    return f"within noise ({off})" if rm["agrees"] else f"no ({off})"
+
+
+def _machine() -> str:
+    model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                  if line.startswith("model name")), platform.processor()) if Path("/proc/cpuinfo").exists() else "?"
+    import os
+
+    return f"{model}, {len(os.sched_getaffinity(0))} cores"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("models", nargs="*", help="zoo file names without .py [all]")
+    p.add_argument("--budget", help="override every model's BUDGET")
+    p.add_argument("--rounds", type=int, default=2, help="re-measure rounds [2]")
+    p.add_argument("--table-only", action="store_true")
+    p.add_argument("--no-remeasure", action="store_true")
+    p.add_argument("--doc", default=str(ROOT / "docs" / "zoo.md"),
+                   help="the page whose table (between the zoo-table markers) is rewritten")
+    a = p.parse_args(argv)
+    names = a.models or sorted(f.stem for f in ZOO.glob("*.py"))
+    OUT.mkdir(parents=True, exist_ok=True)
+    for name in ([] if a.table_only else names):
+        record = tune(name, a.budget)
+        print(f"{name}: rc={record['rc']} in {record['wall_s'] / 60:.1f} min", flush=True)
+        if record["rc"] == 0 and not a.no_remeasure:
+            rm = remeasure(name, a.rounds)
+            print(f"{name}: re-measured {rm and _x(rm.get('remeasured_speedup'))}", flush=True)
+    text = table(names)
+    write_table(Path(a.doc), text)
+    print(text)
+    return 0
+
+
+MARK_START, MARK_END = "<!-- zoo-table: written by benchmarks/zoo.py -->", "<!-- /zoo-table -->"
+
+
+def write_table(doc: Path, text: str) -> None:
+    """Put ``text`` between the markers of ``doc`` (appended with them when it has none)."""
+    page = doc.read_text() if doc.exists() else "# Model zoo\n\n"
+    if MARK_START in page and MARK_END in page:
+        head, rest = page.split(MARK_START, 1)
+        page = head + MARK_START + "\n" + text + rest[rest.index(MARK_END):]
+    else:
+        page = page.rstrip("\n") + f"\n\n{MARK_START}\n{text}{MARK_END}\n"
+    doc.write_text(page)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
