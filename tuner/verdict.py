@@ -189,7 +189,7 @@ def _from_confirmation(decision: dict, scoring: Scoring, tuned_on: dict, study) 
         **base,
         "speedup_vs_eager": chosen["speedup"],
         "speedup_range": [chosen["speedup_min"], chosen["speedup_max"]],
-        "speedup_in_process": chosen.get("speedup_in_process"),
+        "speedup_vs_eager_alone": chosen.get("speedup_vs_eager_alone"),
         "speedup_vs_plain_compile": chosen["speedup"] / plain["speedup"] if plain and plain.get("speedup") else None,
         "total_time_s": chosen["total_time_s"],
         "total_time_range_s": [chosen["total_time_min_s"], chosen["total_time_max_s"]],
