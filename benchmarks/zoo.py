@@ -51,9 +51,18 @@ def tune(name: str, budget: str | None) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     (OUT / f"{name}.log").write_text(proc.stdout + "\n--- stderr ---\n" + proc.stderr)
     record = {"name": name, "command": " ".join(["compile-tune", f"benchmarks/zoo/{name}.py", *cmd[2:6]]),
+              "commit": _commit(), "date": datetime.date.today().isoformat(),
               "rc": proc.returncode, "wall_s": wall, "task": c["task"], "budget": budget or c["budget"]}
     (OUT / f"{name}.run.json").write_text(json.dumps(record, indent=1))
     return record
+
+
+def _commit() -> str:
+    """The commit whose code a row measured, marked when the working tree differed from it."""
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT).stdout.strip()
+    dirty = subprocess.run(["git", "status", "--porcelain", "--", "tuner"], capture_output=True, text=True,
+                           cwd=ROOT).stdout.strip()
+    return head + ("+changes" if dirty else "")
 
 
 def remeasure(name: str, rounds: int) -> dict | None:
@@ -108,14 +117,13 @@ def _pct(v) -> str:
 
 def table(names: list[str]) -> str:
     rows = [row(n) for n in names if (OUT / f"{n}.run.json").exists() and (OUT / n / "best_config.yaml").exists()]
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT).stdout.strip()
-    lines = [f"Run {datetime.date.today().isoformat()} at commit {commit} on {_machine()}; torch "
+    lines = [f"Measured on {_machine()}; torch "
              f"{(rows[0]['tuned_on'].get('torch') if rows else '?')}, threads "
              f"{(rows[0]['tuned_on'].get('threads') if rows else '?')}. `python benchmarks/zoo.py` rebuilds it.", "",
-             "| model | task, budget | verdict | confirmed speedup (range) | noise floor (run) | re-measured speedup "
+             "| model | date, commit | task, budget | verdict | confirmed speedup (range) | noise floor (run) | re-measured speedup "
              "(range) | noise floor (re-measure) | inside? | eager beside / alone (run; re-measure) | time to verdict "
              "| phases | peak memory |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         m, rm, ph = r["m"], r["rm"], r["phases"]
         rng = m.get("speedup_range") or [None, None]
@@ -126,7 +134,8 @@ def table(names: list[str]) -> str:
         phase_text = ", ".join(f"{k} {v:.0f} s" for k, v in ph.items() if k not in ("total",) and v >= 1)
         memory = m.get("peak_memory_mb") or m.get("eager_peak_memory_mb")
         lines.append(
-            f"| {r['name']} | {r['run']['task']}, {r['run']['budget']} | {r['verdict']} | {confirmed} | "
+            f"| {r['name']} | {r['run'].get('date', '?')}, `{r['run'].get('commit', '?')}` | "
+            f"{r['run']['task']}, {r['run']['budget']} | {r['verdict']} | {confirmed} | "
             f"{_pct(m.get('noise_floor'))} | {re_} | {_pct(rm.get('noise_floor'))} | "
             f"{_agrees(rm)} | {_x(m.get('eager_beside_over_alone'))}; "
             f"{_x(rm.get('eager_beside_over_alone'))} | {r['run']['wall_s'] / 60:.1f} min | {phase_text} | "

@@ -46,6 +46,9 @@ WARM_START_TRIALS = 1.0
 #: time varies 10-20 % between processes and far less within one, so the rounds, not the steps
 #: per round, carry its weight; two rounds still time more steps per config than the search did.
 CONFIRM_TIMING_SHARE = 0.6
+#: Processes of eager alone in each confirmation round (tuner/confirm.py): eager's own figure and
+#: the noise floor. The plan counts each as a confirmation trial (they compile nothing: an overestimate).
+EAGER_ALONE = 2
 #: A warm compile (a fresh process that finds the cache) as a share of the cold one, until one is
 #: measured (:func:`warm_share`). It skips code generation and the C++ builds, not Dynamo's tracing. Measured on 2 CPU
 #: cores: 0.11-0.14 (inference and training of a 4-block model, ../shared/TORCH_COMPILE_FACTS.md
@@ -160,7 +163,7 @@ class Plan:
     confirm_trial_s: float | None = None
     """One confirmation trial (:func:`confirm_trial_wall`)."""
     confirm_trials: int = 0
-    """Compiled trials in a confirmation round (plain compile + the finalists); 0 when off."""
+    """Trials in a confirmation round (plain compile, the finalists and eager alone twice); 0 when off."""
     warm_start: bool = False
     output_s: float = OUTPUT_RESERVE_S
 
@@ -178,7 +181,7 @@ class Plan:
         median = statistics.median
         return cls(trial_s=median(every) if every else None, compiled_trial_s=median(compiled) if compiled else None,
                    confirm_trial_s=median(confirming) if confirming else None,
-                   confirm_trials=1 + confirm if confirm > 0 else 0, warm_start=warm_start)
+                   confirm_trials=1 + confirm + EAGER_ALONE if confirm > 0 else 0, warm_start=warm_start)
 
     @property
     def compiled_s(self) -> float:

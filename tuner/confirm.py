@@ -14,7 +14,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from .budget import BUDGET_RAN_OUT, CONFIRM_TIMING_SHARE
+from .budget import BUDGET_RAN_OUT, CONFIRM_TIMING_SHARE, EAGER_ALONE
 from .config import EAGER, PLAIN_COMPILE, CompileConfig
 from .score import Scoring
 from .search import Tuner
@@ -78,8 +78,6 @@ class Confirmed:
 MIN_ROUNDS = 2
 #: A margin counts as clear at this many times its measured noise.
 CLEAR = 2.0
-#: Eager alone runs twice a round, first and last: the pair is eager's own figure and the noise floor.
-EAGER_ALONE = 2
 
 
 def confirm(finalists: list[CompileConfig], scoring: Scoring, measure: Callable[..., dict],
@@ -302,7 +300,7 @@ def confirm_finalists(study, scoring: Scoring, tuner: Tuner, k: int, rounds: int
     if (stored and stored.get("verdict") and stored.get("finalist_keys") == keys and stored.get("rounds") == rounds
             and not stored.get("cut_short")):  # a race the --budget cut short is run again in full
         return stored
-    racing = len({c.key() for c in [PLAIN_COMPILE, *finalists]})
+    racing = len({c.key() for c in [PLAIN_COMPILE, *finalists]}) + EAGER_ALONE
     if round_fits is not None and not round_fits(racing, None):
         log("  confirmation skipped: not even one round fits in what is left of the --budget")
         study.set_user_attr(SKIPPED_ATTR, BUDGET_RAN_OUT)
