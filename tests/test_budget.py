@@ -61,7 +61,10 @@ def test_the_plan_takes_medians_and_leaves_out_repeats_and_interrupted_trials():
               trial(99.0, duplicate_of=3), trial(99.0, interrupted=True), SimpleNamespace(user_attrs={"role": "search"})]
     plan = Plan.from_trials(trials, confirm=2, warm_start=True)
     assert plan.trial_s == 12.0  # median of 2, 10, 16 (12 + its warm compile), 14
-    assert plan.compiled_trial_s == 14.0 and plan.confirm_trials == 3
+    assert plan.compiled_trial_s == 14.0 and plan.confirm_trials == 5  # plain, 2 finalists, eager alone twice
+    # eager alone compiles nothing: each of its two processes is a share of the eager baseline's trial
+    assert plan.eager_alone_s == pytest.approx(budget.CONFIRM_TIMING_SHARE * 2.0)
+    assert plan.confirm_round_s() == pytest.approx(3 * plan.confirm_trial_s + 2 * plan.eager_alone_s)
 
 
 def test_a_confirmation_trial_is_a_warm_compile_and_a_share_of_the_search_trials_timing():
@@ -177,21 +180,22 @@ def run_on_fake_clock(tmp_path, workloads, spaces, monkeypatch, budget_s, **opti
 
 
 def test_a_budget_cuts_the_search_and_the_confirmation_and_says_so(tmp_path, workloads, spaces, monkeypatch):
-    # Baselines take 20 s. The reserve: 2 rounds of 3 confirmation trials (5.75 s each) and 5 s of
-    # outputs = 39.5 s, so a search trial (10 s) starts while 49.5 s are left: 5 of 8 trials in a
-    # 115 s budget. Then confirmation: 2 rounds (17.25 s each) fit in the 45 s left, a third does not.
+    # Baselines take 20 s. The reserve: 2 rounds of 5 confirmation trials (plain, 2 finalists and
+    # eager alone twice; 5.75 s each) and 5 s of outputs = 62.5 s, so a search trial (10 s) starts
+    # while 72.5 s are left: 3 of 8 trials in a 115 s budget. Then confirmation: 2 rounds (28.75 s
+    # each) fit in the 65 s left, a third does not.
     result, best, study, lines = run_on_fake_clock(tmp_path, workloads, spaces, monkeypatch, 115.0)
     record = study.user_attrs[budget.BUDGET_ATTR]
-    assert record["cut_short"] == {"search": "5 of 8 trials", "confirmation": "2 of 3 rounds"}
+    assert record["cut_short"] == {"search": "3 of 8 trials", "confirmation": "2 of 3 rounds"}
     assert best["measured"]["confirmed"] is True and best["measured"]["confirm_cut_short"] == "2 of 3 rounds"
-    note = "budget 1m 55s: used 1m 44s; cut short: search (5 of 8 trials), confirmation (2 of 3 rounds)"
+    note = "budget 1m 55s: used 1m 48s; cut short: search (3 of 8 trials), confirmation (2 of 3 rounds)"
     assert note in result.run.notes
     phases = study.user_attrs[budget.PHASE_ATTR]
-    assert phases["baselines"] == 20.0 and phases["search"] == 50.0
-    assert phases["confirmation"] == pytest.approx(6 * CONFIRM_WALL, abs=1e-3)
-    assert result.timing.startswith("time: baselines 20 s, search 50 s, confirmation 34 s") and "total 1m 44s" in result.timing
+    assert phases["baselines"] == 20.0 and phases["search"] == 30.0
+    assert phases["confirmation"] == pytest.approx(10 * CONFIRM_WALL, abs=1e-3)
+    assert result.timing.startswith("time: baselines 20 s, search 30 s, confirmation 58 s") and "total 1m 48s" in result.timing
     report = (tmp_path / "out" / "report.md").read_text()
-    assert "Where the run's time went" in report and "cut short: search (5 of 8 trials)" in report
+    assert "Where the run's time went" in report and "cut short: search (3 of 8 trials)" in report
     assert "Confirmation was cut short by the --budget (2 of 3 rounds)" in report
 
 

@@ -164,6 +164,8 @@ class Plan:
     """One confirmation trial (:func:`confirm_trial_wall`)."""
     confirm_trials: int = 0
     """Trials in a confirmation round (plain compile, the finalists and eager alone twice); 0 when off."""
+    eager_alone_s: float | None = None
+    """One eager-alone process of confirmation: :data:`CONFIRM_TIMING_SHARE` of the eager baseline's trial."""
     warm_start: bool = False
     output_s: float = OUTPUT_RESERVE_S
 
@@ -177,10 +179,14 @@ class Plan:
     @classmethod
     def from_trials(cls, trials: Iterable[Any], confirm: int = 0, warm_start: bool = False) -> Plan:
         """``confirm``: finalists confirmation will re-measure (0 when it is off)."""
+        trials = list(trials)
         every, compiled, confirming = trial_walls(trials)
+        eager = [float(t.user_attrs["trial_wall_s"]) for t in trials if t.user_attrs.get("role") == "eager"
+                 and t.user_attrs.get("trial_wall_s") is not None]
         median = statistics.median
         return cls(trial_s=median(every) if every else None, compiled_trial_s=median(compiled) if compiled else None,
                    confirm_trial_s=median(confirming) if confirming else None,
+                   eager_alone_s=CONFIRM_TIMING_SHARE * median(eager) if eager else None,
                    confirm_trials=1 + confirm + EAGER_ALONE if confirm > 0 else 0, warm_start=warm_start)
 
     @property
@@ -192,9 +198,11 @@ class Plan:
         """One confirmation round of ``trials`` confirmation trials; ``each_s``: what one took in the
         round before, measured (the estimate from the search's trials until then)."""
         n = self.confirm_trials if trials is None else trials
-        if each_s is None:
-            each_s = self.confirm_trial_s if self.confirm_trial_s is not None else self.compiled_s
-        return n * each_s
+        if each_s is not None:
+            return n * each_s
+        each_s = self.confirm_trial_s if self.confirm_trial_s is not None else self.compiled_s
+        alone = min(n, EAGER_ALONE)  # eager alone compiles nothing: a share of the eager baseline's trial
+        return (n - alone) * each_s + alone * (self.eager_alone_s if self.eager_alone_s is not None else each_s)
 
     @property
     def warm_start_s(self) -> float:
