@@ -127,12 +127,14 @@ def table(names: list[str]) -> str:
     for r in rows:
         m, rm, ph = r["m"], r["rm"], r["phases"]
         rng = m.get("speedup_range") or [None, None]
+        best_rng = m.get("best_compiled_speedup_range") or [None, None]
         confirmed = f"{_x(m.get('speedup_vs_eager'))} ({_x(rng[0])}-{_x(rng[1])})" if m.get("speedup_vs_eager") else (
-            f"best compiled {m.get('best_compiled') or '-'}")
+            f"best compiled {m.get('best_compiled') or '-'}: {_x(m.get('best_compiled_speedup'))} "
+            f"({_x(best_rng[0])}-{_x(best_rng[1])})")
         re_ = (f"{_x(rm.get('remeasured_speedup'))} ({_x(rm.get('speedup_min'))}-{_x(rm.get('speedup_max'))})"
                if rm else "-")
         phase_text = ", ".join(f"{k} {v:.0f} s" for k, v in ph.items() if k not in ("total",) and v >= 1)
-        memory = m.get("peak_memory_mb") or m.get("eager_peak_memory_mb")
+        memory = m.get("peak_memory_mb") or m.get("eager_peak_memory_mb") or _eager_memory(OUT / r["name"])
         lines.append(
             f"| {r['name']} | {r['run'].get('date', '?')}, `{r['run'].get('commit', '?')}` | "
             f"{r['run']['task']}, {r['run']['budget']} | {r['verdict']} | {confirmed} | "
@@ -141,6 +143,15 @@ def table(names: list[str]) -> str:
             f"{_x(rm.get('eager_beside_over_alone'))} | {r['run']['wall_s'] / 60:.1f} min | {phase_text} | "
             f"{'-' if memory is None else f'{memory:.0f} MB'} |")
     return "\n".join(lines) + "\n"
+
+
+def _eager_memory(results: Path) -> float | None:
+    """Eager's peak memory from trials.csv: what a stay-eager verdict runs with."""
+    import csv
+
+    with open(results / "trials.csv", newline="") as f:
+        row = next((r for r in csv.DictReader(f) if r.get("role") == "eager"), None)
+    return float(row["peak_memory_mb"]) if row and row.get("peak_memory_mb") else None
 
 
 def _agrees(rm: dict) -> str:
