@@ -77,7 +77,9 @@ def test_a_confirmation_trial_is_a_warm_compile_and_a_share_of_the_search_trials
     plan = Plan.from_trials([trial(40.0, "plain", compile_time_s=30.0, compile_time_warm_s=3.0),
                              trial(20.0, compile_time_s=10.0, compile_time_warm_s=1.0)], confirm=1)
     assert plan.confirm_trial_s == pytest.approx(((3.0 + 6.0) + (1.0 + 6.0)) / 2)
-    assert plan.confirm_round_s() == pytest.approx(2 * plan.confirm_trial_s)
+    # plain, the finalist and eager alone twice; with no eager trial measured, each eager-alone
+    # process is estimated as a confirmation trial
+    assert plan.confirm_round_s() == pytest.approx(4 * plan.confirm_trial_s)
 
 
 def test_the_reserve_holds_two_confirmation_rounds_the_warm_start_and_the_outputs():
