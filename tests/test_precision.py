@@ -28,12 +28,22 @@ import studies
 BF16 = CompileConfig(target="whole", backend="eager", precision="bf16")
 
 
+class Block(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = nn.Linear(8, 8)
+
+    def forward(self, x):
+        return torch.relu(self.linear(x))
+
+
 class Head(nn.Module):
-    """Two repeated blocks (the ``blocks`` target) and a head outside them."""
+    """Two repeated blocks (the ``blocks`` target: a class with code of its own, not a container)
+    and a head outside them."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.blocks = nn.ModuleList(nn.Sequential(nn.Linear(8, 8), nn.ReLU()) for _ in range(2))
+        self.blocks = nn.ModuleList(Block() for _ in range(2))
         self.head = nn.Linear(8, 2)
 
     def forward(self, x):
