@@ -182,9 +182,8 @@ def _decide_now(results: dict[str, Confirmed], scoring: Scoring) -> dict[str, An
     decision = decide(results, eager_step, scoring)
     decision["noise_floor"] = floor
     decision["eager_beside_over_alone"] = statistics.median(beside) / eager_step if alone else None
-    for summary in decision["candidates"]:  # each config's step over eager alone, for the record
-        entry = results[CompileConfig.from_dict(summary["config"]).key()]
-        if entry.config.compiles and alone:
+    for entry, summary in zip(results.values(), decision["candidates"]):  # decide() lists them in this order
+        if entry.config.compiles and alone:  # each config's step over eager alone, for the record
             summary["speedup_vs_eager_alone"] = eager_step / statistics.median(entry.steps) if entry.steps else None
     return decision
 

@@ -17,12 +17,11 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .interrupts import check as stop_if_interrupted, interruptible
-from .config import EAGER, PLAIN_COMPILE, CompileConfig
+from .config import BLOCKS, EAGER, PLAIN_COMPILE, CompileConfig
 from .errors import StudyError
 from .lanes import from_env as lane_fields
 from .caches import KEEP as KEEP_CACHES, KeptCaches
 from .dead_ends import blocks_dead_end, regional_note
-from .config import BLOCKS
 from .isolated import run_isolated
 from .score import Scoring
 from .space import SearchSpace
@@ -88,8 +87,8 @@ class Tuner:
         inductor = config.compiles and config.backend == "inductor"
         cached = self.caches.get(config.key()) if reuse_cache and inductor else None
         warm = warm and inductor and cached is None
-        result = run_isolated(spec, timeout=trial_timeout(self.study, s), work_dir=self.work_dir, env_extra=env, cache_dir=cached,
-                              keep_cache=inductor and cached is None, compile_budget_s=compile_budget_s)
+        result = run_isolated(spec, timeout=trial_timeout(self.study, s), work_dir=self.work_dir, env_extra=env,
+                              cache_dir=cached, keep_cache=inductor and cached is None, compile_budget_s=compile_budget_s)
         if env:
             result["trace_dir"] = env["TORCH_TRACE"]
         if cached is not None:
