@@ -124,7 +124,10 @@ def read_verdict(results: Path) -> dict:
     data = yaml.safe_load(path.read_text())
     measured, tuned_on = data.get("measured") or {}, data.get("tuned_on") or {}
     plan: dict[str, Any] = {"path": str(path), "verdict": data.get("verdict", "compile"), "tuned_on": tuned_on,
-                            "confirmed": measured.get("confirmed"), "config": None, "label": None}
+                            "confirmed": measured.get("confirmed"), "config": None, "label": None,
+                            # the process environment its `env` export asks for: glibc malloc's thresholds
+                            "malloc_env": {k: v for k, v in ((data.get("exports") or {}).get("env") or {})
+                                           .get("variables", {}).items() if k.startswith("MALLOC_")}}
     cfg = data.get("config") or {}
     if plan["verdict"] == "compile" and cfg.get("target") != "none":
         plan.update(config=str(path), label=_label(cfg), compile_optimizer=bool(cfg.get("compile_optimizer")))
@@ -381,9 +384,11 @@ def _settings(args: argparse.Namespace, plan: dict) -> dict:
             "warm_start": args.warm_start, "compile_optimizer": plan.get("compile_optimizer", False)}
 
 
-def _environment(base: dict, cache: str) -> dict:
+def _environment(base: dict, cache: str, malloc_env: dict) -> dict:
+    """Every child's environment: the verdict's thread count, and the MALLOC_* variables its
+    ``env`` export lists (glibc malloc pinned, as the trials measured), as a user following it sets them."""
     env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=cache, PYTHONPATH=os.pathsep.join(
-        p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p))
+        p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p), **malloc_env)
     if base["threads"]:
         env["OMP_NUM_THREADS"] = str(base["threads"])
     return env
@@ -428,6 +433,9 @@ def main(argv: list[str] | None = None) -> int:
     info = {"machine": machine(), "task": base["task"], "device": base["device"]}
     _note_machine(plan, info["machine"], base)
     cache = tempfile.mkdtemp(prefix="remeasure-inductor-")
+    if plan["malloc_env"]:
+        print("every process runs with the verdict's env export's "
+              + " ".join(f"{k}={v}" for k, v in plan["malloc_env"].items()))
     print(f"one shared TORCHINDUCTOR_CACHE_DIR for every process: {cache} (removed at the end): only the first "
           f"compiled process compiles cold" + ("; --warm-start: apply_config loads the saved bundle instead"
                                                if args.warm_start else "; the saved compile_cache/ is not loaded"))
@@ -435,7 +443,7 @@ def main(argv: list[str] | None = None) -> int:
         print("verdict stay_eager: re-measuring " + (f"the best compiled config {plan['label']!r} (from trials.csv)"
                                                       if plan["config"] else "eager only: no compiled config found"))
     try:
-        rounds = run_rounds(args, plan, base, _environment(base, cache))
+        rounds = run_rounds(args, plan, base, _environment(base, cache, plan["malloc_env"]))
     finally:
         shutil.rmtree(cache, ignore_errors=True)
     done = [x for r in rounds for x in r.values() if isinstance(x, dict) and "error" not in x]

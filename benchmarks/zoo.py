@@ -121,7 +121,7 @@ def table(names: list[str]) -> str:
              f"{(rows[0]['tuned_on'].get('torch') if rows else '?')}, threads "
              f"{(rows[0]['tuned_on'].get('threads') if rows else '?')}. `python benchmarks/zoo.py` rebuilds it.", "",
              "| model | date, commit | task, budget | verdict | confirmed speedup (range) | noise floor (run) | re-measured speedup "
-             "(range) | noise floor (re-measure) | inside? | eager beside / alone (run; re-measure) | time to verdict "
+             "(range) | noise floor (re-measure) | inside? | in one process (search; re-measure) | time to verdict "
              "| phases | peak memory |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
@@ -139,8 +139,8 @@ def table(names: list[str]) -> str:
             f"| {r['name']} | {r['run'].get('date', '?')}, `{r['run'].get('commit', '?')}` | "
             f"{r['run']['task']}, {r['run']['budget']} | {r['verdict']} | {confirmed} | "
             f"{_pct(m.get('noise_floor'))} | {re_} | {_pct(rm.get('noise_floor'))} | "
-            f"{_agrees(rm)} | {_x(m.get('eager_beside_over_alone'))}; "
-            f"{_x(rm.get('eager_beside_over_alone'))} | {r['run']['wall_s'] / 60:.1f} min | {phase_text} | "
+            f"{_agrees(rm)} | {_x(m.get('search_speedup_in_process'))}; "
+            f"{_x(rm.get('in_process_speedup'))} | {r['run']['wall_s'] / 60:.1f} min | {phase_text} | "
             f"{'-' if memory is None else f'{memory:.0f} MB'} |")
     return "\n".join(lines) + "\n"
 

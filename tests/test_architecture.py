@@ -12,7 +12,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "tuner"
 
 #: module (or subpackage) -> layer, as in ARCHITECTURE.md
 LAYER_OF = {
-    "errors": 0, "interrupts": 0, "config": 0, "score": 0, "space": 0, "spec": 0, "launch": 0, "storage": 0,
+    "errors": 0, "interrupts": 0, "heap": 0, "config": 0, "score": 0, "space": 0, "spec": 0, "launch": 0, "storage": 0,
     "_version": 0, "export": 0, "targets": 0, "lanes": 0, "caches": 0, "budget": 0, "dynamo_settings": 0, "shapes": 0, "precision": 0,
     "repair": 0, "autospace": 0, "config_defaults": 0, "space_file": 0,
     "workload": 1, "diagnose": 1, "runtime": 1,

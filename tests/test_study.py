@@ -272,7 +272,7 @@ def test_a_study_measured_by_an_older_measurement_is_refused_not_mixed(tmp_path,
     stored = dict(study.user_attrs["settings"])
     del stored["measurement"]  # as compile-tune 0.1 stored it
     study.set_user_attr("settings", stored)
-    with pytest.raises(StudyError, match="older compile-tune \\(measurement version 1, now 2") as err:
+    with pytest.raises(StudyError, match="older compile-tune \\(measurement version 1, now 3") as err:
         check_settings(study, _settings(workloads))
     assert "new --out" in err.value.hint
 

@@ -69,6 +69,9 @@ def _tune_parser() -> argparse.ArgumentParser:
                    help="keep each trial's structured compile trace (TORCH_TRACE) in OUT/traces/ for tlparse")
     p.add_argument("--trial-memory-limit", dest="trial_memory_limit_mb", type=float, default=None,
                    help="hard cap in MB on each trial's data memory; allocations beyond it fail the trial")
+    p.add_argument("--heap", choices=("pinned", "default"), default="pinned",
+                   help="CPU: pin glibc malloc's thresholds in every trial (steady step times whatever ran "
+                        "before; apply_config pins them too), or leave them as the C library starts [pinned]")
     p.add_argument("--compile-cost", choices=("cold", "warm"), default="cold",
                    help="score the compile time of a first run (cold) or of a restart with the cache kept (warm) [cold]")
     p.add_argument("--objective", choices=("time", "pareto"), default="time",

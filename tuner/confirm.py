@@ -4,9 +4,11 @@ One timing per config during the search favours lucky configs on a noisy machine
 search the top few configs and plain ``torch.compile`` are measured again against eager, each in
 fresh processes, interleaved round by round (A B C A B C ...) so slow phases of the machine hit
 every candidate alike. They compile from the cache their search trial left (tuner/caches.py):
-the step times are re-measured, the cold compile time is the search's. The verdict is decided on the medians; the spread across
-rounds is the noise. A lead inside the noise is not a lead: the simpler choice wins (eager over
-any compile, plain ``torch.compile`` over a tuned config).
+the step times are re-measured (each config alone in its process, eager in processes of its
+own), the cold compile time is the search's. The verdict is decided on the medians; the spread
+across rounds, and never less than two eager processes differ by, is the noise. A lead inside
+the noise is not a lead: the simpler choice wins (eager over any compile, plain
+``torch.compile`` over a tuned config).
 """
 from __future__ import annotations
 
@@ -27,17 +29,20 @@ class Confirmed:
 
     config: CompileConfig
     speedups: list[float] = field(default_factory=list)
-    """Per round: eager over this config's step, timed side by side in the config's process."""
+    """Per round: that round's eager alone over this config's step timed alone in its process."""
     compile_times: list[float] = field(default_factory=list)
     eager_steps: list[float] = field(default_factory=list)
-    """Eager's step timed beside this config in its process; for eager itself, alone."""
+    """Eager's own entry: its step in each process of eager alone, in the order they ran."""
+    alone: dict[int, list[float]] = field(default_factory=dict)
+    """Eager's own entry: round -> its steps in that round's processes of eager alone."""
     peak_memory: list[float] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
     totals: list[float] = field(default_factory=list)
     warm_compiles: list[float] = field(default_factory=list)
     """Compile times of a restart that keeps the cache (tuner/caches.py)."""
-    steps: list[float] = field(default_factory=list)
-    """This config's own step times, one per round (its speedup over eager alone, for the record)."""
+    steps: dict[int, float] = field(default_factory=dict)
+    """Round -> this config's step time, timed alone in its process (eager: the mean of the
+    round's processes of eager alone)."""
     floor_s: float = 0.0
     """The least noise any total has: the eager-versus-eager spread between processes, at this total."""
 
@@ -89,14 +94,14 @@ def confirm(finalists: list[CompileConfig], scoring: Scoring, measure: Callable[
     that clearly is not measured again (plain compile always is: it is the yardstick a tuned
     config must beat). A close call runs every round.
 
-    Eager also runs alone, in :data:`EAGER_ALONE` processes of its own each round, the first and
-    the last of the round. The pair's spread is the noise floor: what two fresh processes running
-    the same thing differ by, which 2-3 rounds of side-by-side ratios do not show, and no total's
-    noise is taken as less. Eager alone is eager's figure (what a user who stays eager runs), and
-    ``eager_beside_over_alone`` watches the bias of timing eager beside a compiled model: measured
-    on four zoo models it stayed inside the noise (docs/zoo.md), so a config's speedup is still
-    the ratio timed side by side in its own process, which cancels the drift between processes
-    (``speedup_vs_eager_alone``, its step over that round's eager alone, is kept for the record).
+    Every process runs one thing, as a user's does: each config is timed alone in its process
+    (``timing="alone"``, tuner/measure/timing.py), and eager runs in :data:`EAGER_ALONE` processes
+    of its own each round, the first and the last of the round. A config's speedup in a round is
+    the mean of that round's eager pair over its step, so drift across the round falls on both
+    sides alike. (The search's ratios, timed side by side in one process, are cheaper but on
+    GPT-2 training read 1.09-1.18x where processes of their own read 1.01x: docs/zoo.md.)
+    The pair's spread is the noise floor: what two fresh processes running the same thing differ
+    by, which 2-3 rounds alone do not show, and no total's noise is taken as less.
 
     ``measure(config, label, first=...)`` runs one isolated trial (the study's own trial runner);
     ``first`` is True in a config's first round (where its warm compile is worth measuring).
@@ -123,7 +128,7 @@ def confirm(finalists: list[CompileConfig], scoring: Scoring, measure: Callable[
         order = [EAGER, *order, EAGER]
         for i, cfg in enumerate(order):
             result = measure(cfg, f"confirm-{r}-{i}", first=r == 0)
-            _record(results[cfg.key()], result, scoring)
+            _record(results[cfg.key()], result, scoring, r)
         ran = len(order)
         decision = _decide_now(results, scoring)
         decision["rounds_done"] = r + 1
@@ -138,61 +143,59 @@ def confirm(finalists: list[CompileConfig], scoring: Scoring, measure: Callable[
     return decision
 
 
-def _record(entry: Confirmed, result: dict, scoring: Scoring) -> None:
-    """One confirmation trial's figures into its config's entry."""
+def _record(entry: Confirmed, result: dict, scoring: Scoring, round_: int) -> None:
+    """One confirmation trial's figures into its config's entry (``round_`` counts from 0)."""
     if result.get("status") != "ok":
         entry.failures.append((result.get("failure") or {}).get("category", "failed"))
         return
-    eager_beside = float(result["eager_step_s"])
-    step = float(result.get("step_s") or eager_beside / float(result["speedup"]))
+    step = float(result["step_s"])
     entry.peak_memory.append(float(result.get("peak_memory_mb") or 0.0))
-    if not entry.config.compiles:  # eager alone: both sides of its timing ran eager
-        entry.eager_steps.append(statistics.mean([eager_beside, step]))
+    if not entry.config.compiles:  # eager alone: first and last process of the round
+        entry.eager_steps.append(step)
+        entry.alone.setdefault(round_, []).append(step)
+        entry.steps[round_] = statistics.mean(entry.alone[round_])
         return
-    entry.speedups.append(float(result["speedup"]))
-    entry.steps.append(step)
+    entry.steps[round_] = step
     entry.compile_times.append(scoring.compile_time(result))
-    entry.eager_steps.append(eager_beside)
     if result.get("compile_time_warm_s") is not None:
         entry.warm_compiles.append(float(result["compile_time_warm_s"]))
 
 
 def _decide_now(results: dict[str, Confirmed], scoring: Scoring) -> dict[str, Any]:
-    """:func:`decide` on the rounds measured so far: eager's figure from its processes alone,
-    every total's noise at least the eager pair's (:func:`confirm`)."""
+    """:func:`decide` on the rounds measured so far. Each config's speedup in a round is that
+    round's eager alone over its step alone; every total's noise is at least the eager pair's
+    (:func:`confirm`)."""
     eager = results[EAGER.key()]
     compiled = [e for e in results.values() if e.config.compiles]
-    beside = [s for e in compiled for s in e.eager_steps]
-    if not beside:
+    if not any(e.steps for e in compiled):
         # Every compiled candidate failed every round in fresh processes: a confirmed reason to stay eager.
         return {"choice": EAGER.to_dict(), "verdict": "stay_eager", "clear": True,
                 "reason": f"no finalist was confirmed (failures in fresh processes: {_failures(compiled)})",
                 "eager_step_s": scoring.eager_step_s, "candidates": [e.summary() for e in results.values()]}
-    alone = eager.eager_steps
-    eager_step = statistics.median(alone or beside)  # eager alone failed: eager timed beside each config
+    if not eager.eager_steps:
+        return decide(results, scoring.eager_step_s, scoring)  # eager failed every round: decide() says so
+    eager_step = statistics.median(eager.eager_steps)
     floor = _pair_floor(eager)
-    eager.speedups = [1.0] * (-(-len(alone) // EAGER_ALONE) if alone else len(beside))  # one per round
+    eager.speedups = [1.0] * len(eager.steps)  # one per round
     eager.compile_times = [0.0] * len(eager.speedups)
-    eager.totals = [scoring.steps * s for s in (alone or beside)]
+    eager.totals = [scoring.steps * s for s in eager.eager_steps]
     eager.floor_s = floor / 2 * scoring.steps * eager_step
     for entry in compiled:
+        paired = [(eager.steps[r], step) for r, step in sorted(entry.steps.items()) if r in eager.steps]
+        entry.speedups = [e / s for e, s in paired]  # a round without its eager alone is not counted
+        entry.compile_times = entry.compile_times[:len(entry.steps)]
         entry.totals = [c + scoring.steps * eager_step / s for s, c in zip(entry.speedups, entry.compile_times)]
         med = entry.median(entry.speedups)
         entry.floor_s = floor / 2 * scoring.steps * eager_step / med if med else 0.0
     decision = decide(results, eager_step, scoring)
     decision["noise_floor"] = floor
-    decision["eager_beside_over_alone"] = statistics.median(beside) / eager_step if alone else None
-    for entry, summary in zip(results.values(), decision["candidates"]):  # decide() lists them in this order
-        if entry.config.compiles and alone:  # each config's step over eager alone, for the record
-            summary["speedup_vs_eager_alone"] = eager_step / statistics.median(entry.steps) if entry.steps else None
     return decision
 
 
 def _pair_floor(eager: Confirmed) -> float:
     """The largest relative difference between the two eager-alone processes of a round: what two
     fresh processes running the same thing differ by here (0 before a pair is complete)."""
-    steps = eager.eager_steps
-    pairs = [(a, b) for a, b in zip(steps[::EAGER_ALONE], steps[1::EAGER_ALONE])]
+    pairs = [steps[:2] for steps in eager.alone.values() if len(steps) >= 2]
     return max((abs(a / b - 1) for a, b in pairs if b > 0), default=0.0)
 
 
@@ -313,7 +316,7 @@ def confirm_finalists(study, scoring: Scoring, tuner: Tuner, k: int, rounds: int
         # is then the warm one, and the cold one is the search's. Without a cache (a resumed run)
         # the trial compiles cold, and its first round times the warm compile in a second process.
         result = tuner.measure(config, label, warm=first or scoring.compile_cost == "warm", reuse_cache=True,
-                               timing_share=CONFIRM_TIMING_SHARE)
+                               timing_share=CONFIRM_TIMING_SHARE, timing="alone")
         return from_cache(result, cold.get(config.key()))
 
     try:

@@ -32,6 +32,7 @@ import yaml
 
 from .config_defaults import torch_file
 from .errors import ConfigError
+from .heap import ENV as HEAP_ENV, PINNED_NOTE
 from .precision import CHANGES_NUMERICS, MEANING as PRECISION_MEANING
 
 TARGETS = ("accelerate", "hf-trainer", "env", "torchtitan", "vllm", "json")
@@ -60,6 +61,7 @@ class _View:
         self.mode = cfg.get("mode") if inductor and cfg.get("mode") != "default" else None
         self.options = dict(cfg.get("options") or {}) if inductor else {}
         self.dynamic = cfg.get("dynamic")
+        self.heap_pinned = (tuned.get("tuned_on") or {}).get("heap") == PINNED_NOTE
         self.fullgraph = bool(cfg.get("fullgraph", False))
         self.compile_optimizer = bool(cfg.get("compile_optimizer", False))
         self.precision = cfg.get("precision") if self.compiles else None
@@ -306,6 +308,10 @@ def _env(c: _View) -> dict[str, Any]:
         variables["ACCELERATE_MIXED_PRECISION"] = _ACCELERATE_MIXED_PRECISION[c.precision]
         notes.append("ACCELERATE_MIXED_PRECISION is read by Accelerator() without a mixed_precision argument; "
                      + _ACCELERATE_NOTES[c.precision])
+    if c.heap_pinned:
+        variables.update(HEAP_ENV)
+        notes.append("MALLOC_* pin glibc malloc's thresholds, as every trial was measured (CPU step times otherwise "
+                     "depend on what the process ran before); glibc reads them when the process starts")
     if any(k.startswith("TORCHINDUCTOR_") for k in variables):
         notes.append("TORCHINDUCTOR_* are read once, when torch is imported, and apply to every compile in the process")
     return {"variables": variables, "unset": unset, "notes": notes, "not_carried": lost}

@@ -71,6 +71,7 @@ class TuneOptions:
     progress: bool = True
     trace: bool = False
     trial_memory_limit_mb: float | None = None
+    heap: str = "pinned"
     check: bool = True
     warm_start: bool = True
     compile_cost: str = "cold"
@@ -186,7 +187,7 @@ def tune(opts: TuneOptions, log: Callable[[str], None] | None = None) -> TuneRes
         measure_seconds=opts.measure_seconds, rounds=opts.rounds, space_name=opts.space,
         trace_dir=str(out_dir / "traces") if opts.trace else None, memory_limit_mb=opts.trial_memory_limit_mb,
         compile_cost=opts.compile_cost, allow_precision_change=opts.allow_precision_change,
-        heartbeat_s=opts.heartbeat, torch=_torch_version(),
+        heartbeat_s=opts.heartbeat, torch=_torch_version(), heap=opts.heap,
     )
     # From here on a Ctrl-C stops the run between two storage writes, never inside one: see
     # tuner.interrupts. It lands while a trial's child is awaited, and the outputs are written.

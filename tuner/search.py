@@ -62,7 +62,8 @@ class Tuner:
     # -- measuring
 
     def measure(self, config: CompileConfig, label: str = "trial", compile_budget_s: float | None = None,
-                warm: bool | None = None, reuse_cache: bool = False, timing_share: float = 1.0) -> dict:
+                warm: bool | None = None, reuse_cache: bool = False, timing_share: float = 1.0,
+                timing: str = "beside") -> dict:
         """One isolated trial of ``config``. With ``warm``, an inductor config also gets its warm
         (cache kept) compile time measured in a second process; by default only where the score
         counts it (``--compile-cost warm``): that process costs about a compile's time.
@@ -70,7 +71,8 @@ class Tuner:
         ``reuse_cache`` (confirmation) the trial compiles from that cache when there is one, and
         says so (``compiled_from_cache``): its compile time is then the warm one, measured in the
         trial itself (tuner/caches.py). ``timing_share`` scales the timing (``--measure-seconds``
-        and its rounds; confirmation times several shorter trials). ``label`` names its trace."""
+        and its rounds; confirmation times several shorter trials); ``timing`` is ``beside`` (eager
+        and the config side by side) or ``alone`` (tuner/measure/timing.py). ``label`` names its trace."""
         s = self.settings
         if warm is None:
             warm = s.compile_cost == "warm"
@@ -78,7 +80,7 @@ class Tuner:
             workload=str(Path(s.workload).resolve()), config=config.to_dict(), task=s.task, device=s.device,
             threads=s.threads, seed=s.seed, measure_seconds=s.measure_seconds * timing_share,
             rounds=max(2, math.ceil(s.rounds * timing_share)) if timing_share < 1 else s.rounds,
-            memory_limit_mb=s.memory_limit_mb, **lane_fields(),
+            memory_limit_mb=s.memory_limit_mb, heap=s.heap, timing=timing, **lane_fields(),
         )
         env = {}
         if s.trace_dir and config.compiles:

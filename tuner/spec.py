@@ -11,7 +11,9 @@ from dataclasses import dataclass
 #: ones; a study keeps the version it was started with (tuner/study/_settings.py).
 #: 2: one model per trial, step times over the input schedule's mix, absolute peak memory,
 #:    correctness from the same random state.
-MEASUREMENT = 2
+#: 3: the input schedule timed in arrival order; confirmation times each config alone in its
+#:    process and divides eager alone by it.
+MEASUREMENT = 3
 
 
 @dataclass
@@ -27,6 +29,12 @@ class TrialSpec:
     warmup: int = 3
     rounds: int = 5
     measure_seconds: float = 6.0
+    heap: str = "pinned"
+    """``pinned``: glibc malloc's thresholds pinned on CPU (tuner/heap.py); ``default``: as the C
+    library starts."""
+    timing: str = "beside"
+    """``beside``: eager and the config timed side by side in the process (the search);
+    ``alone``: the config's own steps only, as a user's process runs them (confirmation)."""
     tolerance: float | None = None
     run_schedule: bool = True
     mode: str = "trial"

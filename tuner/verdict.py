@@ -173,7 +173,6 @@ def _from_confirmation(decision: dict, scoring: Scoring, tuned_on: dict, study) 
             "eager_total_time_range_s": [eager["total_time_min_s"], eager["total_time_max_s"]]}
     if decision.get("noise_floor") is not None:  # eager alone in two fresh processes a round (tuner/confirm.py)
         base["noise_floor"] = decision["noise_floor"]
-        base["eager_beside_over_alone"] = decision.get("eager_beside_over_alone")
     if decision.get("cut_short"):  # the --budget stopped the race: fewer rounds, a less certain spread
         base["confirm_cut_short"] = decision["cut_short"]
     if decision["verdict"] == "stay_eager":
@@ -189,7 +188,6 @@ def _from_confirmation(decision: dict, scoring: Scoring, tuned_on: dict, study) 
         **base,
         "speedup_vs_eager": chosen["speedup"],
         "speedup_range": [chosen["speedup_min"], chosen["speedup_max"]],
-        "speedup_vs_eager_alone": chosen.get("speedup_vs_eager_alone"),
         "speedup_vs_plain_compile": chosen["speedup"] / plain["speedup"] if plain and plain.get("speedup") else None,
         "total_time_s": chosen["total_time_s"],
         "total_time_range_s": [chosen["total_time_min_s"], chosen["total_time_max_s"]],
@@ -205,7 +203,8 @@ def _from_confirmation(decision: dict, scoring: Scoring, tuned_on: dict, study) 
     trial = next((t for t in ranked(study, scoring)[2] if t.user_attrs.get("config_key") == config.key()), None)
     if trial is not None:
         measured.update(trial=trial.number, graph_breaks=trial.user_attrs.get("graph_breaks"),
-                        recompiles=trial.user_attrs.get("recompiles"))
+                        recompiles=trial.user_attrs.get("recompiles"),
+                        search_speedup_in_process=trial.user_attrs.get("speedup"))
     return TunedConfig(config, "compile", _rounded(measured), tuned_on)
 
 

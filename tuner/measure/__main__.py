@@ -13,6 +13,7 @@ import traceback
 from pathlib import Path
 
 from ..diagnose import classify_exception
+from ..heap import DEFAULT, PINNED, pin_heap
 from ..launch import die_with_parent
 from ..spec import TrialSpec
 from .check import run_check
@@ -35,7 +36,8 @@ def main(argv: list[str]) -> int:
         rec.data["child_import_s"] = time.perf_counter() - start
         torch.set_num_threads(spec.threads)
         limit_memory(spec.memory_limit_mb)
-        rec.update(environment=environment(spec.device))
+        heap = pin_heap() if spec.heap == PINNED and not spec.device.startswith("cuda") else None
+        rec.update(environment={**environment(spec.device), "heap": heap or DEFAULT})
         if spec.mode == "check":
             rec.update(check=run_check(spec), status="ok", stage="done")
         elif spec.mode == "threads":

@@ -8,8 +8,8 @@ tuner/measure/steps.py). What is measured, in order:
 2. the compile: the first compiled step, warm-up steps, then the input schedule once (its
    recompiles and their cost); compile time and compile-time peak memory;
 3. steady step times over the shape mix, eager and compiled alternately, round by round, so
-   machine drift hits both alike; the speedup is the ratio of the mix's weighted mean step
-   times measured side by side;
+   machine drift hits both alike (or the config's own side alone, for confirmation), the input
+   schedule in arrival order (tuner/measure/timing.py);
 4. steady peak memory of compiled steps over the mix;
 5. correctness, last, so that nothing it allocates is charged to the config's memory: every
    distinct input, eager and compiled from the same weights and the same random state; in
@@ -28,7 +28,6 @@ import dataclasses
 import json
 import os
 import statistics
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -38,11 +37,13 @@ from ..spec import TrialSpec
 from ..workload import call_model
 from .correctness import PRECISION_TOLERANCE, TOLERANCE, compare, flatten, to_float64
 from .devices import PeakMemory, memory_in_use, timed
-from .mix import signature, timing_mix, weighted
+from .mix import timing_mix
 from .setup import prepare, seed_all
 from .slot import pin, timing_slot
 from .steps import (Step, TrainingState, checked_step, consumed_random_numbers, fresh_start, rng_state,
                     timed_steps)
+from .timing import time_steps
+
 
 class Recorder:
     """The result dict, flushed to disk after every stage."""
@@ -113,7 +114,8 @@ def run_trial(spec: TrialSpec, rec: Recorder) -> None:
     with timing_slot(spec, rec):
         # 3. steady steps over the mix, eager and compiled alternately
         rec.stage("timing")
-        timing = _alternate(step, mix, spec, estimates, device)
+        timing = time_steps(step, mix, schedule, spec.rounds, spec.measure_seconds, estimates, device,
+                            alone=spec.timing == "alone")
         rec.update(**timing.figures())
         if config.compiles:
             steady_example = timing.compiled_median_for(inputs)
@@ -222,80 +224,6 @@ def _compare_steps(reference: dict, result: dict, fp64, tol: float, precision: s
         return "gradient " + problem
     problem = compare(reference["params"], result["params"], tol=tol, precision=precision)
     return "after the optimizer step, " + problem if problem else None
-
-
-@dataclass
-class Timing:
-    """Steady step times over the mix: per entry, all eager and all compiled times."""
-
-    mix: list
-    eager: list[list[float]]
-    compiled: list[list[float]]
-    round_ratios: list[float | None]
-
-    @property
-    def eager_mix_s(self) -> float:
-        return weighted([statistics.median(t) for t in self.eager], self.mix)
-
-    @property
-    def compiled_mix_s(self) -> float:
-        return weighted([statistics.median(t) for t in self.compiled], self.mix)
-
-    def compiled_median_for(self, inputs) -> float | None:
-        sig = signature(inputs)
-        for entry, times in zip(self.mix, self.compiled):
-            if signature(entry.inputs) == sig:
-                return statistics.median(times)
-        return None
-
-    def figures(self) -> dict:
-        eager, compiled = self.eager_mix_s, self.compiled_mix_s
-        per_input = [{"input": e.label, "weight": round(e.weight, 4), "eager_step_s": statistics.median(et),
-                      "step_s": statistics.median(ct), "speedup": statistics.median(et) / statistics.median(ct)}
-                     for e, et, ct in zip(self.mix, self.eager, self.compiled)]
-        return {
-            "eager_step_s": eager,
-            "step_s": compiled,
-            "step_spread": weighted([_spread(t) for t in self.compiled], self.mix),
-            "eager_step_spread": weighted([_spread(t) for t in self.eager], self.mix),
-            "speedup": eager / compiled if compiled > 0 else None,
-            "round_ratios": self.round_ratios,
-            "timed_steps": sum(len(t) for t in self.compiled),
-            "mix": per_input[:50],
-        }
-
-
-def _alternate(step: Step, mix, spec: TrialSpec, estimates: list[float], device: str) -> Timing:
-    """Round by round, for each input of the mix k eager then k compiled steps (the order
-    flipped every round); k fits the timing budget to the input's step time."""
-    rounds = max(1, spec.rounds)
-    budget = spec.measure_seconds / (2 * rounds * len(mix))
-    least = 3 if len(mix) == 1 else 2
-    per_round = [max(least, min(int(budget / max(est, 1e-5)), 50)) for est in estimates]
-    eager = [[] for _ in mix]
-    compiled = [[] for _ in mix]
-    ratios: list[float | None] = []
-    for r in range(rounds):
-        order = [False, True] if r % 2 == 0 else [True, False]
-        this_round: dict[bool, list[float]] = {False: [], True: []}
-        for i, entry in enumerate(mix):
-            for is_compiled in order:
-                with step.mode(is_compiled):
-                    times = timed_steps(step, entry.inputs, per_round[i], device)
-                (compiled if is_compiled else eager)[i].extend(times)
-                this_round[is_compiled].append(statistics.median(times))
-        c = weighted(this_round[True], mix)
-        ratios.append(weighted(this_round[False], mix) / c if c else None)
-    return Timing(mix, eager, compiled, ratios)
-
-
-def _spread(times: list[float]) -> float:
-    """Interquartile range relative to the median: robust to the odd slow step."""
-    if len(times) < 4:
-        return 0.0
-    q = statistics.quantiles(times, n=4)
-    med = statistics.median(times)
-    return (q[2] - q[0]) / med if med else 0.0
 
 
 def _record_dynamo(rec: Recorder, logs: DynamoLogCapture) -> None:

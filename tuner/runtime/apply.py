@@ -11,6 +11,7 @@ from typing import Any, Mapping
 
 from ..config import BLOCKS, CompileConfig, TunedConfig, load_tuned_config
 from ..errors import ConfigError
+from ..heap import PINNED_NOTE, pin_heap
 from ..targets import target_modules
 from .dynamo import resolved, scoped
 from .marks import marked
@@ -31,7 +32,9 @@ def apply_config(model, config: "CompileConfig | str | Path | Mapping[str, Any]"
     matches the hash in the YAML, into a cache directory of its own (tuner/runtime/warmstart.py).
     A config with ``precision`` *changes numerics*: ``bf16`` runs the model's whole forward under
     bfloat16 autocast (whatever the target), ``tf32`` sets ``torch.set_float32_matmul_precision("high")``
-    for the whole process, with a warning (tuner/runtime/precision.py).
+    for the whole process, with a warning (tuner/runtime/precision.py). A config measured on CPU
+    with glibc malloc's thresholds pinned (``tuned_on.heap``) pins them in this process too, for
+    every verdict: the step times it quotes were measured so (tuner/heap.py).
 
     Example:
         >>> model = tuner.apply_config(model, "results/mlp/best_config.yaml")  # doctest: +SKIP
@@ -41,6 +44,7 @@ def apply_config(model, config: "CompileConfig | str | Path | Mapping[str, Any]"
         cfg = tuned.config
         warn_on_environment_mismatch(tuned, config)
         _warn_on_thread_mismatch(tuned.tuned_on, config)
+        _pin_heap_as_measured(tuned.tuned_on)
     else:
         cfg = coerce_config(config)
         if isinstance(config, Mapping) and isinstance(config.get("tuned_on"), Mapping):
@@ -208,3 +212,8 @@ def coerce_config(config) -> CompileConfig:
     if isinstance(config, Mapping):
         return CompileConfig.from_dict(config.get("config", config))
     raise ConfigError(f"expected a CompileConfig, a mapping or a path, got {type(config).__name__}")
+
+
+def _pin_heap_as_measured(tuned_on: Mapping[str, Any]) -> None:
+    if str(tuned_on.get("heap", "")) == PINNED_NOTE and not str(tuned_on.get("device", "cpu")).startswith("cuda"):
+        pin_heap()

@@ -19,9 +19,9 @@ from ._store import TrialStore
 
 #: Settings that must not change when a study is resumed: they change what a score means.
 FIXED_SETTINGS = ("steps", "task", "device", "threads", "workload", "compile_cost", "torch", "measurement",
-                  "allow_precision_change")
+                  "allow_precision_change", "heap")
 #: What a setting was before it was stored (studies made by earlier versions).
-SETTING_DEFAULTS = {"compile_cost": "cold", "measurement": 1, "allow_precision_change": False}
+SETTING_DEFAULTS = {"compile_cost": "cold", "measurement": 1, "allow_precision_change": False, "heap": "pinned"}
 
 
 @dataclass
@@ -42,6 +42,8 @@ class StudySettings:
     heartbeat_s: int = HEARTBEAT_S
     trace_dir: str | None = None
     memory_limit_mb: float | None = None
+    heap: str = "pinned"
+    """glibc malloc's thresholds in every trial process on CPU (tuner/heap.py); fixed: it moves step times."""
     compile_cost: str = "cold"
     allow_precision_change: bool = False
     """Whether the search may change numerics (``--allow-precision-change``): fixed, so that a resumed
@@ -123,7 +125,8 @@ def check_settings(study, settings: StudySettings) -> None:
     if before != settings.measurement:
         raise StudyError(
             f"study '{study.study_name}' was measured by an older compile-tune (measurement version {before}, "
-            f"now {settings.measurement}: step times over the input schedule's mix, absolute peak memory), "
+            f"now {settings.measurement}: the input schedule timed in arrival order, glibc's heap pinned, "
+            "confirmation timing each config alone), "
             "so its figures cannot be mixed with new ones",
             "tune into a new --out (or --study); `compile-tune report` still rebuilds the old study's outputs",
         )

@@ -1,0 +1,91 @@
+"""Steady-step timing: the input schedule in arrival order, side by side or alone; glibc's heap pinned."""
+import json
+import subprocess
+import sys
+
+import torch
+from torch import nn
+
+from tuner.heap import ENV, PINNED_NOTE
+from tuner.measure.mix import timing_mix
+from tuner.measure.steps import Step
+from tuner.measure.timing import time_steps
+
+
+class Recording(nn.Module):
+    """A real model that notes the batch size of every call, and whether it ran compiled."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = nn.Linear(4, 4)
+        self.calls: list[tuple[int, bool]] = []
+
+    def forward(self, x):
+        self.calls.append((x.shape[0], torch.compiler.is_compiling()))
+        return self.linear(x)
+
+
+class Workload:
+    build_optimizer = None
+    loss_fn = None
+
+
+def _step_over(schedule_sizes):
+    model = Recording()
+    step = Step(model, "infer", Workload())
+    schedule = [(torch.randn(n, 4),) for n in schedule_sizes]
+    return model, step, schedule, timing_mix(schedule[0], schedule)
+
+
+def test_the_schedule_is_timed_in_arrival_order_on_both_sides_and_covered_whole():
+    sizes = [1, 2, 1, 3, 2, 5, 1]
+    model, step, schedule, mix = _step_over(sizes)
+    timing = time_steps(step, mix, schedule, rounds=3, measure_seconds=0.0, estimates=[1e-3] * len(mix),
+                        device="cpu")
+    seen = [n for n, _ in model.calls]
+    # three windows of ceil(7 / 3) = 3 steps, one after the other, each run eager then (again) as
+    # the other side: the same window twice per round, in the schedule's order
+    windows = [seen[i:i + 3] for i in range(0, len(seen), 6)]
+    assert [w for w in windows] == [[1, 2, 1], [3, 2, 5], [1, 1, 2]]
+    assert all(seen[i:i + 3] == seen[i + 3:i + 6] for i in range(0, len(seen), 6))
+    figures = timing.figures()
+    assert figures["arrival_order"] and figures["timing"] == "beside"
+    assert len(figures["round_ratios"]) == 3 and figures["speedup"] > 0
+    assert sorted(e["input"] for e in figures["mix"]) == sorted(e.label for e in mix)  # every size was timed
+
+
+def test_alone_times_only_the_configs_own_side():
+    model, step, schedule, _ = _step_over([2])
+    mix = timing_mix(schedule[0], None)
+    timing = time_steps(step, mix, None, rounds=2, measure_seconds=0.0, estimates=[1e-3] * len(mix), device="cpu",
+                        alone=True)
+    figures = timing.figures()
+    assert figures["timing"] == "alone" and figures["eager_step_s"] is None and figures["speedup"] is None
+    assert figures["step_s"] > 0 and figures["round_ratios"] == [None, None]
+    assert len(model.calls) == figures["timed_steps"] == 2 * 3  # 3 steps a block at least; no eager block
+
+
+def test_a_trial_process_pins_the_heap_and_says_so(tmp_path, workloads):
+    """tuned_on comes from the trial's environment: ``heap`` is what glibc was set to."""
+    from tuner.spec import TrialSpec
+
+    out = {}
+    for heap in ("pinned", "default"):
+        spec = TrialSpec(workload=str(workloads / "mlp.py"), config={"target": "none"}, rounds=1,
+                         measure_seconds=0.05, heap=heap)
+        spec_path, out_path = tmp_path / f"{heap}.json", tmp_path / f"{heap}.out.json"
+        spec_path.write_text(json.dumps(vars(spec)))
+        subprocess.run([sys.executable, "-m", "tuner.measure", str(spec_path), str(out_path)], check=True, timeout=300)
+        out[heap] = json.loads(out_path.read_text())["environment"]["heap"]
+    assert out == {"pinned": PINNED_NOTE, "default": "default"}
+
+
+def test_the_env_export_carries_the_pinned_heap():
+    from tuner.export import export
+
+    tuned = {"verdict": "compile", "config": {"target": "whole", "backend": "inductor"},
+             "tuned_on": {"heap": PINNED_NOTE, "device": "cpu"}}
+    variables = export(tuned, "env")["variables"]
+    assert {k: variables[k] for k in ENV} == ENV
+    tuned["tuned_on"]["heap"] = "default"
+    assert not set(ENV) & set(export(tuned, "env")["variables"])

@@ -1,0 +1,141 @@
+"""Steady step times of a trial: eager and compiled side by side, or the compiled side alone.
+
+**Side by side** (``spec.timing == "beside"``, the search): round by round, eager then compiled
+(the order flipped every round), so machine drift hits both alike; the speedup is the ratio of
+the mix's weighted step times measured in one process.
+
+**Alone** (``"alone"``, confirmation): only the config's own side is timed, as a user's process
+runs it; confirmation divides eager's figure from processes of eager alone by it
+(tuner/confirm.py). Timing eager beside a compiled model, in one process, does not always give
+what either runs alone: on GPT-2 training here the in-process ratio read 1.09-1.18x while
+processes running one thing each read 1.01x (docs/zoo.md).
+
+**Arrival order.** Without an input schedule, each round times a block of steps on the example
+inputs. With one, each round replays a window of the schedule in arrival order (windows move
+on round by round and cover the whole schedule), one step per input, as the user's run calls
+the model: grouping equal shapes into blocks flatters whichever side suffers more from a shape
+change (BERT over 16 request lengths: 1.09x grouped, 1.06x in arrival order, in one process).
+Each step's time is filed under its input's signature; a side's figure is the schedule's
+weighted mean of per-signature medians (tuner/measure/mix.py).
+"""
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+from typing import Any
+
+from .devices import timed
+from .mix import MixEntry, signature, weighted
+
+#: Most steps of one input in one block (without a schedule).
+MOST_PER_BLOCK = 50
+
+
+@dataclass
+class Timing:
+    """Steady step times over the mix: per entry, every eager and every compiled time."""
+
+    mix: list[MixEntry]
+    eager: list[list[float]]
+    compiled: list[list[float]]
+    round_ratios: list[float | None]
+    arrival_order: bool = False
+
+    @property
+    def alone(self) -> bool:
+        return not any(self.eager)
+
+    @property
+    def eager_mix_s(self) -> float | None:
+        return None if self.alone else weighted([statistics.median(t) for t in self.eager], self.mix)
+
+    @property
+    def compiled_mix_s(self) -> float:
+        return weighted([statistics.median(t) for t in self.compiled], self.mix)
+
+    def compiled_median_for(self, inputs: Any) -> float | None:
+        sig = signature(inputs)
+        for entry, times in zip(self.mix, self.compiled):
+            if signature(entry.inputs) == sig and times:
+                return statistics.median(times)
+        return None
+
+    def figures(self) -> dict[str, Any]:
+        eager, compiled = self.eager_mix_s, self.compiled_mix_s
+        per_input = []
+        for e, et, ct in zip(self.mix, self.eager, self.compiled):
+            row = {"input": e.label, "weight": round(e.weight, 4), "step_s": statistics.median(ct)}
+            if et:
+                row.update(eager_step_s=statistics.median(et), speedup=statistics.median(et) / statistics.median(ct))
+            per_input.append(row)
+        return {
+            "timing": "alone" if self.alone else "beside",
+            "arrival_order": self.arrival_order,
+            "eager_step_s": eager,
+            "step_s": compiled,
+            "step_spread": weighted([_spread(t) for t in self.compiled], self.mix),
+            "eager_step_spread": None if self.alone else weighted([_spread(t) for t in self.eager], self.mix),
+            "speedup": eager / compiled if eager and compiled > 0 else None,
+            "round_ratios": self.round_ratios,
+            "timed_steps": sum(len(t) for t in self.compiled),
+            "mix": per_input[:50],
+        }
+
+
+def time_steps(step, mix: list[MixEntry], schedule: list | None, rounds: int, measure_seconds: float,
+               estimates: list[float], device: str, alone: bool = False) -> Timing:
+    """Time ``step`` over ``mix`` for ``rounds`` rounds within about ``measure_seconds``:
+    side by side with eager, or (``alone``) the step's own mode only. ``estimates`` are eager's
+    step times per mix entry, which size the blocks."""
+    rounds = max(1, rounds)
+    sides = [True] if alone else [False, True]
+    per_side = measure_seconds / (len(sides) * rounds)
+    blocks = (_arrival_windows(schedule, mix, estimates, rounds, per_side) if schedule
+              else _blocks(mix, estimates, per_side) * rounds)
+    index = {signature(e.inputs): i for i, e in enumerate(mix)}
+    times: dict[bool, list[list[float]]] = {False: [[] for _ in mix], True: [[] for _ in mix]}
+    ratios: list[float | None] = []
+    for r in range(rounds):
+        order = sides if r % 2 == 0 else list(reversed(sides))
+        sums = {False: 0.0, True: 0.0}
+        for inputs in blocks[r]:
+            for is_compiled in order:
+                with step.mode(is_compiled):
+                    for item in inputs:
+                        took = timed(lambda x=item: step(x), device)[0]
+                        times[is_compiled][index[signature(item)]].append(took)
+                        sums[is_compiled] += took
+        ratios.append(None if alone or not sums[True] else sums[False] / sums[True])
+    return Timing(mix, times[False], times[True], ratios, arrival_order=bool(schedule))
+
+
+def _blocks(mix: list[MixEntry], estimates: list[float], per_side: float) -> list[list[list[Any]]]:
+    """One round's blocks, one per mix entry: k steps of its inputs, k sized to its step time."""
+    share = per_side / len(mix)
+    least = 3 if len(mix) == 1 else 2
+    counts = [max(least, min(int(share / max(est, 1e-5)), MOST_PER_BLOCK)) for est in estimates]
+    return [[[e.inputs] * k for e, k in zip(mix, counts)]]
+
+
+def _arrival_windows(schedule: list, mix: list[MixEntry], estimates: list[float], rounds: int,
+                     per_side: float) -> list[list[list[Any]]]:
+    """Per round, one window of the schedule in arrival order. Windows follow on from each other
+    (wrapping round), together at least one whole pass, so every input of the schedule is timed."""
+    by_sig = {signature(e.inputs): est for e, est in zip(mix, estimates)}
+    mean_step = sum(by_sig[signature(item)] for item in schedule) / len(schedule)
+    width = max(math.ceil(len(schedule) / rounds), min(int(per_side / max(mean_step, 1e-5)), 4 * len(schedule)), 2)
+    windows = []
+    for r in range(rounds):
+        start = r * width
+        windows.append([[schedule[(start + i) % len(schedule)] for i in range(width)]])
+    return windows
+
+
+def _spread(times: list[float]) -> float:
+    """Interquartile range relative to the median: robust to the odd slow step."""
+    if len(times) < 4:
+        return 0.0
+    q = statistics.quantiles(times, n=4)
+    med = statistics.median(times)
+    return (q[2] - q[0]) / med if med else 0.0
