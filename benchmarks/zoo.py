@@ -19,6 +19,7 @@ import datetime
 import json
 import platform
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -43,6 +44,9 @@ def tune(name: str, budget: str | None) -> dict:
     path = ZOO / f"{name}.py"
     c = constants(path)
     out = OUT / name
+    # A new user's run: a study of an earlier run (or an older measurement) is not resumed
+    shutil.rmtree(out, ignore_errors=True)
+    (OUT / f"{name}.remeasure.json").unlink(missing_ok=True)
     cmd = [str(Path(sys.executable).with_name("compile-tune")), str(path), "--budget", budget or c["budget"],
            "--task", c["task"], "--out", str(out), "--no-progress"]
     began = time.perf_counter()

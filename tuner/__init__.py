@@ -31,7 +31,8 @@ def tune(*args, **kwargs):
     """
     # The pipeline module is not named tune.py: importing a submodule binds its name on the
     # package, which would replace this function.
-    from .pipeline import TuneOptions, tune as _tune
+    from .pipeline import TuneOptions
+    from .pipeline import tune as _tune
 
     return _tune(TuneOptions(*args, **kwargs))
 

@@ -11,8 +11,8 @@ import warnings
 
 from .errors import TunerError
 from .launch import die_with_parent
-from .storage import scrub
 from .pipeline import TuneOptions, tune
+from .storage import scrub
 
 
 def main() -> int:

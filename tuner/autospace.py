@@ -41,8 +41,8 @@ from typing import Any
 
 from .config import BLOCKS, WHOLE
 from .config_defaults import inductor_defaults
-from .space import SearchSpace
 from .shapes import MARKED, MARKED_UNBACKED, reaches_one
+from .space import SearchSpace
 
 AUTO = "auto"
 

@@ -219,8 +219,8 @@ def _check(argv: list[str]) -> int:
     import tempfile
     from pathlib import Path
 
-    from .measure.check import format_check
     from .isolated import check_model
+    from .measure.check import format_check
     from .workload import load_workload, validate_workload
 
     p = argparse.ArgumentParser(prog="compile-tune check",
@@ -300,8 +300,8 @@ def _show(argv: list[str]) -> int:
 
     args = _saved_run_parser("compile-tune show", "Print the verdict and top trials of a run.").parse_args(argv)
     if has_storage(args.dir, args.storage):
-        from .report import open_saved_study, trials_frame
         from .outputs import pick_saved
+        from .report import open_saved_study, trials_frame
 
         study = open_saved_study(args.dir, args.storage, args.study_name)
         print(summary_table(trials_frame(study)))

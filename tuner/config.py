@@ -7,17 +7,20 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Mapping
+from typing import Any, Literal
 
 import yaml
 
-from .errors import ConfigError
 from .dynamo_settings import describe as describe_dynamo
+from .errors import ConfigError
 from .export import exports
-from .precision import CHANGES_NUMERICS, FLAG as PRECISION_FLAG, MEANING as PRECISION_MEANING, PRECISIONS, \
-    label as precision_label
+from .precision import CHANGES_NUMERICS, PRECISIONS
+from .precision import FLAG as PRECISION_FLAG
+from .precision import MEANING as PRECISION_MEANING
+from .precision import label as precision_label
 
 #: target values with a fixed meaning; any other string is a module-name glob pattern.
 NO_COMPILE = "none"
@@ -131,7 +134,7 @@ class CompileConfig:
         }
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "CompileConfig":
+    def from_dict(cls, data: Mapping[str, Any]) -> CompileConfig:
         if not isinstance(data, Mapping):
             raise ConfigError(f"a compile config must be a mapping, got {type(data).__name__}")
         known = {f.name for f in dataclasses.fields(cls)}

@@ -13,14 +13,16 @@ the noise is not a lead: the simpler choice wins (eager over any compile, plain
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from .budget import BUDGET_RAN_OUT, CONFIRM_TIMING_SHARE, EAGER_ALONE
 from .config import EAGER, PLAIN_COMPILE, CompileConfig
 from .score import Scoring
 from .search import Tuner
-from .verdict import SKIPPED_ATTR, finalist_configs, ranked as ranked_trials
+from .verdict import SKIPPED_ATTR, finalist_configs
+from .verdict import ranked as ranked_trials
 
 
 @dataclass

@@ -202,7 +202,7 @@ class DynamoLogCapture(logging.Handler):
             guards = [g.strip(" -") for g in m.group("guards").splitlines() if g.strip(" -")]
             self.recompiles.append({"function": m.group("fn"), "where": m.group("where"), "reason": guards[0] if guards else ""})
 
-    def __enter__(self) -> "DynamoLogCapture":
+    def __enter__(self) -> DynamoLogCapture:
         import torch._logging
 
         torch._logging.set_logs(graph_breaks=True, recompiles=True)

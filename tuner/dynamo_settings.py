@@ -14,7 +14,8 @@ import difflib
 import functools
 import importlib
 import itertools
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from .config_defaults import cached
 

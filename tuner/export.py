@@ -26,14 +26,17 @@ import ast
 import functools
 import json
 import shlex
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import yaml
 
 from .config_defaults import torch_file
 from .errors import ConfigError
-from .heap import ENV as HEAP_ENV, PINNED_NOTE
-from .precision import CHANGES_NUMERICS, MEANING as PRECISION_MEANING
+from .heap import ENV as HEAP_ENV
+from .heap import PINNED_NOTE
+from .precision import CHANGES_NUMERICS
+from .precision import MEANING as PRECISION_MEANING
 
 TARGETS = ("accelerate", "hf-trainer", "env", "torchtitan", "vllm", "json")
 

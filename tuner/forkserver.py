@@ -87,7 +87,7 @@ class ForkServer:
         except OSError as exc:
             raise ForkServerDown(f"the trial launcher has exited ({exc})") from exc
 
-    def start(self, argv: list[str], env: dict[str, str], log_path: Path, stage: str = "ready") -> "ForkedProcess":
+    def start(self, argv: list[str], env: dict[str, str], log_path: Path, stage: str = "ready") -> ForkedProcess:
         """Have the launcher fork a trial once it has imported what ``stage`` needs; sent at once, so
         a model check (``dynamo``) starts while the launcher still imports inductor."""
         with self._cond:

@@ -20,10 +20,12 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from .interrupts import interruptible
-from .forkserver import (default_threads as launcher_threads, preload as preload_forked,
-                         prestart as prestart_forked, start as start_forked)
 from .diagnose import failure
+from .forkserver import default_threads as launcher_threads
+from .forkserver import preload as preload_forked
+from .forkserver import prestart as prestart_forked
+from .forkserver import start as start_forked
+from .interrupts import interruptible
 from .launch import python_command
 from .shapes import merge_check_parts
 from .spec import TrialSpec

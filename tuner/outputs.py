@@ -3,8 +3,8 @@ study, and written again from storage alone (``compile-tune report``) without ru
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from .config import TunedConfig, save_tuned_config
 from .errors import TunerError

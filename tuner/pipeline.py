@@ -9,35 +9,43 @@ import dataclasses
 import logging
 import shutil
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
-from .interrupts import check as stop_if_interrupted, deferred
-from .budget import (BUDGET_ATTR, BUDGET_RAN_OUT, PHASE_ATTR, Plan, RunClock, budget_line, parse_duration,
-                     time_line)
-from .bundle import bundle_and_measure
-from .confirm import confirm_finalists
 from .autospace import AUTO, Choice, ModelFacts, build_auto_space
-from .forkserver import ready as launcher_ready
-from .isolated import (check_model, default_threads as launcher_threads, preload_workload,
-                       prestart_launcher)
-from .measure.check import format_check
+from .budget import BUDGET_ATTR, BUDGET_RAN_OUT, PHASE_ATTR, Plan, RunClock, budget_line, parse_duration, time_line
+from .bundle import bundle_and_measure
 from .config import TunedConfig
+from .confirm import confirm_finalists
 from .errors import TunerError
+from .forkserver import ready as launcher_ready
+from .interrupts import check as stop_if_interrupted
+from .interrupts import deferred
+from .isolated import check_model, preload_workload, prestart_launcher
+from .isolated import default_threads as launcher_threads
+from .lanes import parse_parallel
+from .measure.check import format_check
+from .outputs import eager_done, import_report_modules, write_outputs
 from .progress import Progress
 from .repair import add_repairs
-from .outputs import eager_done, import_report_modules, write_outputs
+from .runtime.marks import distinct_shapes, varying_dims
+from .search import Tuner
 from .space import SearchSpace, load_space
 from .storage import HEARTBEAT_S, redact, scrub
-from .search import Tuner
+from .study import (
+    StudyRun,
+    StudySettings,
+    check_settings,
+    default_threads,
+    fail_stale_trials,
+    open_store,
+    scoring_from_study,
+    trial_timeout,
+)
 from .targets import find_blocks
-from .study import (StudyRun, StudySettings, check_settings, default_threads,
-                    fail_stale_trials, open_store, scoring_from_study, trial_timeout)
 from .threads import check_threads
 from .verdict import SKIPPED_ATTR, pick_best
-from .lanes import parse_parallel
-from .runtime.marks import distinct_shapes, varying_dims
 from .workers import lane_plan, run_workers
 from .workload import load_workload, validate_workload
 

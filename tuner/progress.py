@@ -7,7 +7,7 @@ and an estimate of what is left (confirmation and the warm start included; see t
 from __future__ import annotations
 
 import sys
-from typing import Callable
+from collections.abc import Callable
 
 
 class Progress:

@@ -13,23 +13,38 @@ import math
 import random
 import shutil
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-from .interrupts import check as stop_if_interrupted, interruptible
+from .caches import KEEP as KEEP_CACHES
+from .caches import KeptCaches
 from .config import BLOCKS, EAGER, PLAIN_COMPILE, CompileConfig
-from .errors import StudyError
-from .lanes import from_env as lane_fields
-from .caches import KEEP as KEEP_CACHES, KeptCaches
 from .dead_ends import blocks_dead_end, regional_note
+from .errors import StudyError
+from .interrupts import check as stop_if_interrupted
+from .interrupts import interruptible
 from .isolated import run_isolated
+from .lanes import from_env as lane_fields
 from .score import Scoring
 from .space import SearchSpace
-from .storage import OWNER_ATTR, owner, worker_label
 from .spec import TrialSpec
-from .study import ROLE_EAGER, ROLE_PLAIN, ROLE_SEARCH, is_void, measured_trials, trial_attrs
-from .study import fail_stale_trials, mark_interrupted, requeue, trial_timeout
-from .study import StudyRun, StudySettings, TrialStore
+from .storage import OWNER_ATTR, owner, worker_label
+from .study import (
+    ROLE_EAGER,
+    ROLE_PLAIN,
+    ROLE_SEARCH,
+    StudyRun,
+    StudySettings,
+    TrialStore,
+    fail_stale_trials,
+    is_void,
+    mark_interrupted,
+    measured_trials,
+    requeue,
+    trial_attrs,
+    trial_timeout,
+)
 
 #: Consecutive duplicate suggestions before we hand the sampler an unmeasured config.
 MAX_DUPLICATE_STREAK = 3

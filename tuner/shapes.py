@@ -35,8 +35,9 @@ Example:
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 #: ``dynamic`` choice: mark exactly the input dimensions that vary over the schedule.
 MARKED = "marked"

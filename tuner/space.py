@@ -26,16 +26,22 @@ import itertools
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from .dynamo_settings import (combinations as dynamo_combinations, drop_defaults as dynamo_drop_defaults,
-                              from_param as dynamo_from_param, known_settings as dynamo_known_settings,
-                              neighbours as dynamo_neighbours, param as dynamo_param)
 from .config import BLOCKS, WHOLE, CompileConfig
-from .errors import SpaceError
 from .config_defaults import inductor_defaults
-from .precision import FLAG as PRECISION_FLAG, PRECISIONS, offered as offered_precisions
+from .dynamo_settings import combinations as dynamo_combinations
+from .dynamo_settings import drop_defaults as dynamo_drop_defaults
+from .dynamo_settings import from_param as dynamo_from_param
+from .dynamo_settings import known_settings as dynamo_known_settings
+from .dynamo_settings import neighbours as dynamo_neighbours
+from .dynamo_settings import param as dynamo_param
+from .errors import SpaceError
+from .precision import FLAG as PRECISION_FLAG
+from .precision import PRECISIONS
+from .precision import offered as offered_precisions
+from .shapes import MARKED, MARKED_UNBACKED, reaches_one, schedule_settings, split_marks
+from .shapes import choice_of as dynamic_choice_of
+from .shapes import matters as shape_setting_matters
 from .space_file import read_space
-from .shapes import (MARKED, MARKED_UNBACKED, choice_of as dynamic_choice_of,
-                     matters as shape_setting_matters, reaches_one, schedule_settings, split_marks)
 
 #: Choices that need CUDA; on a CPU they either do nothing (reduce-overhead) or duplicate
 #: another choice (max-autotune == max-autotune-no-cudagraphs), so trying them wastes trials.
@@ -206,7 +212,7 @@ class SearchSpace:
         return list(seen.values())
 
     def restrict(self, *, device: str, task: str, has_blocks: bool, varying_dims: dict | None = None,
-                 shapes: int = 1, allow_precision_change: bool = False, blocks_note: str = "") -> "SearchSpace":
+                 shapes: int = 1, allow_precision_change: bool = False, blocks_note: str = "") -> SearchSpace:
         """Drop choices that cannot work here; record each drop in ``skipped``. ``varying_dims``:
         the input dimensions that vary over the schedule (what ``dynamic: marked`` marks);
         ``shapes``: how many distinct input shapes it has. Both decide the ``dynamo`` settings the

@@ -16,7 +16,8 @@ from .config import MODES, NO_COMPILE
 from .config_defaults import Opaque, inductor_defaults, matches_default_type
 from .dynamo_settings import validate_section as dynamo_validate_section
 from .errors import SpaceError
-from .precision import FLAG as PRECISION_FLAG, PRECISIONS
+from .precision import FLAG as PRECISION_FLAG
+from .precision import PRECISIONS
 from .shapes import DYNAMIC_CHOICES, MARKED, MARKED_UNBACKED
 
 #: The package whose data files are the bundled spaces (the repository's ``search_spaces/``).

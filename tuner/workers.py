@@ -18,11 +18,12 @@ import subprocess
 import threading
 import time
 
-from .interrupts import interruptible
 from .errors import StudyError
+from .interrupts import interruptible
 from .lanes import LanePlan, lane_env, plan_lanes
 from .launch import PARENT_ENV, python_command
 from .study import scoring_from_study
+
 
 def device_plan(n: int, device: str) -> tuple[list[dict[str, str]], str]:
     """Environment overrides per worker, and a line saying who measures on what."""

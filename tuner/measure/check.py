@@ -15,11 +15,18 @@ from dataclasses import asdict
 from typing import Any
 
 from ..diagnose import DynamoLogCapture
+from ..runtime.marks import distinct_shapes, marked, varying_dims
+from ..shapes import (
+    MARKED,
+    MARKED_UNBACKED,
+    RECOMPILE_LIMIT,
+    merge_check_parts,
+    reaches_one,
+    schedule_settings,
+    split_marks,
+)
 from ..spec import TrialSpec
 from ..workload import call_model
-from ..runtime.marks import distinct_shapes, marked, varying_dims
-from ..shapes import (MARKED, MARKED_UNBACKED, RECOMPILE_LIMIT, merge_check_parts, reaches_one, schedule_settings,
-                      split_marks)
 from .setup import prepare
 
 DYNAMIC_SETTINGS = (None, False, True)

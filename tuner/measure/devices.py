@@ -57,7 +57,7 @@ class PeakMemory:
         self.device = device
         self.peak_bytes = 0
 
-    def __enter__(self) -> "PeakMemory":
+    def __enter__(self) -> PeakMemory:
         if self.device.startswith("cuda"):
             import torch
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 import fcntl
 import os
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 
 def pin(cores: list[int] | None) -> None:

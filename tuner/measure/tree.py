@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 
 def _unregistered_dataclass(value: Any) -> bool:

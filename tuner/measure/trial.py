@@ -40,8 +40,7 @@ from .devices import PeakMemory, memory_in_use, timed
 from .mix import timing_mix
 from .setup import prepare, seed_all
 from .slot import pin, timing_slot
-from .steps import (Step, TrainingState, checked_step, consumed_random_numbers, fresh_start, rng_state,
-                    timed_steps)
+from .steps import Step, TrainingState, checked_step, consumed_random_numbers, fresh_start, rng_state, timed_steps
 from .timing import time_steps
 
 

@@ -14,7 +14,8 @@ import pandas as pd
 
 from ..budget import BUDGET_ATTR, PHASE_ATTR, budget_line, format_duration
 from ..diagnose import unique_breaks, unique_recompiles
-from ..repair import effects as repair_effects, remaining
+from ..repair import effects as repair_effects
+from ..repair import remaining
 from ..study import hardware_mismatch, measured_trials
 from ._fmt import missing, number, text, truthy
 from ._tables import measured, trials_frame

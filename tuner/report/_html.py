@@ -7,8 +7,16 @@ from .._version import __version__
 from ._data import ReportData, budget_text, environment_rows, time_rows
 from ._plots import Figure, figures
 from ._repair import html as repair_section
-from ._rows import (DIMENSION_HEADERS, DYNAMIC_HEADERS, FAILURE_HEADERS, TRIAL_HEADERS, dimension_rows,
-                    dynamic_rows, failure_rows, trial_rows)
+from ._rows import (
+    DIMENSION_HEADERS,
+    DYNAMIC_HEADERS,
+    FAILURE_HEADERS,
+    TRIAL_HEADERS,
+    dimension_rows,
+    dynamic_rows,
+    failure_rows,
+    trial_rows,
+)
 from ._verdict import verdict
 
 CSS = """

@@ -3,8 +3,16 @@ from __future__ import annotations
 
 from ._data import ReportData, budget_text, environment_rows, time_rows
 from ._repair import markdown as repair_section
-from ._rows import (DIMENSION_HEADERS, DYNAMIC_HEADERS, FAILURE_HEADERS, TRIAL_HEADERS, dimension_rows,
-                    dynamic_rows, failure_rows, trial_rows)
+from ._rows import (
+    DIMENSION_HEADERS,
+    DYNAMIC_HEADERS,
+    FAILURE_HEADERS,
+    TRIAL_HEADERS,
+    dimension_rows,
+    dynamic_rows,
+    failure_rows,
+    trial_rows,
+)
 from ._verdict import verdict
 
 

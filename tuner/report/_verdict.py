@@ -8,7 +8,9 @@ import textwrap
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..precision import CHANGES_NUMERICS, FLAG as PRECISION_FLAG, MEANING as PRECISION_MEANING
+from ..precision import CHANGES_NUMERICS
+from ..precision import FLAG as PRECISION_FLAG
+from ..precision import MEANING as PRECISION_MEANING
 from ._fmt import count, megabytes, millis, missing, number, ratio, seconds, text
 
 

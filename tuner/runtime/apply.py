@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import types
 import warnings
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from ..config import BLOCKS, CompileConfig, TunedConfig, load_tuned_config
 from ..errors import ConfigError
@@ -15,11 +16,13 @@ from ..heap import PINNED_NOTE, pin_heap
 from ..targets import target_modules
 from .dynamo import resolved, scoped
 from .marks import marked
-from .precision import INNER as PRECISION_INNER, MARK as PRECISION_MARK, autocast_forward, set_matmul_precision
+from .precision import INNER as PRECISION_INNER
+from .precision import MARK as PRECISION_MARK
+from .precision import autocast_forward, set_matmul_precision
 from .warmstart import load_warm_start
 
 
-def apply_config(model, config: "CompileConfig | str | Path | Mapping[str, Any]", *, warm_start: bool = True):
+def apply_config(model, config: CompileConfig | str | Path | Mapping[str, Any], *, warm_start: bool = True):
     """Return the model to use under ``config`` (compiled in place; same object, same
     ``state_dict`` keys, so optimizers and checkpoints keep working).
 
@@ -178,7 +181,7 @@ def compile_in_place(module, kwargs: dict[str, Any], marks: Mapping[str, Any] | 
     module.forward = marked(compiled, marks or {}, unbacked) if marks or unbacked else compiled
 
 
-def optimizer_step(optimizer, config: "CompileConfig | str | Path | Mapping[str, Any]"):
+def optimizer_step(optimizer, config: CompileConfig | str | Path | Mapping[str, Any]):
     """The function to call for an optimizer step under ``config``: ``optimizer.step`` itself,
     or a compiled step when the config says ``compile_optimizer: true``.
 

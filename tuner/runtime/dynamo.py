@@ -15,7 +15,8 @@ one or two settings on a 2-core CPU), which a trial measures like any other cost
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from ..dynamo_settings import canonical_name, known_settings, resolve_name
 from ..errors import ConfigError

@@ -21,7 +21,8 @@ user's run sees sizes the schedule did not, so no mark is bounded.
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 
 def marked(forward: Callable, marks: Mapping[str, Mapping[int, list[int]]],

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import functools
 import warnings
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ..precision import CHANGES_NUMERICS, MATMUL_PRECISION
 

@@ -16,9 +16,19 @@ from __future__ import annotations
 from ._attrs import MEASUREMENT_ATTRS, ROLE_EAGER, ROLE_PLAIN, ROLE_SEARCH, is_void, measured_trials, trial_attrs
 from ._finalists import FINALISTS, hardware_mismatch
 from ._recovery import MAX_RETRIES, fail_stale_trials, mark_interrupted, requeue
-from ._settings import (FIXED_SETTINGS, StudyRun, StudySettings, check_settings, default_threads,
-                        has_repeated_blocks, make_sampler, open_store, open_study, scoring_from_study,
-                        trial_timeout)
+from ._settings import (
+                        FIXED_SETTINGS,
+                        StudyRun,
+                        StudySettings,
+                        check_settings,
+                        default_threads,
+                        has_repeated_blocks,
+                        make_sampler,
+                        open_store,
+                        open_study,
+                        scoring_from_study,
+                        trial_timeout,
+)
 from ._store import TrialStore
 
 __all__ = [

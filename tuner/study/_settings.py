@@ -9,12 +9,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import StudyError
-from ..spec import MEASUREMENT
 from ..score import Scoring
-from ._attrs import ROLE_EAGER, ROLE_PLAIN
+from ..spec import MEASUREMENT
 from ..storage import HEARTBEAT_S, open_storage
 from ..targets import find_block_classes
-from ._attrs import ROLE_EAGER
+from ._attrs import ROLE_EAGER, ROLE_PLAIN
 from ._store import TrialStore
 
 #: Settings that must not change when a study is resumed: they change what a score means.
@@ -176,7 +175,7 @@ def default_threads() -> int:
     return _fresh_process_threads(sys.executable, os.environ.get("OMP_NUM_THREADS"), os.environ.get("MKL_NUM_THREADS"))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _fresh_process_threads(python: str, omp: str | None, mkl: str | None) -> int:
     """(Cached per interpreter and thread variables: the answer costs an import of torch.)"""
     try:
