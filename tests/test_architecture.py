@@ -21,7 +21,7 @@ LAYER_OF = {
     "study": 4,
     "search": 5, "confirm": 5, "verdict": 5, "dead_ends": 5,
     "report": 6,
-    "pipeline": 7, "outputs": 7, "workers": 7, "threads": 7, "bundle": 7, "progress": 7,
+    "pipeline": 7, "options": 7, "run": 7, "outputs": 7, "workers": 7, "thread_check": 7, "bundle": 7, "progress": 7,
     "cli": 8, "_worker": 8, "__init__": 8, "__main__": 8,
 }
 #: layer -> the layers it may import (its own included)
@@ -117,3 +117,25 @@ def test_the_checker_sees_function_level_and_relative_imports(tmp_path):
     found = [t for t, _ in imports_of("tuner.runtime.x", source, set(modules()))]
     assert found == ["tuner.pipeline", "tuner.runtime.warmstart"]
     assert layer("tuner.pipeline") not in MAY_IMPORT[layer("tuner.runtime.x")]
+
+
+def _documented_layers(path: Path) -> dict[str, int]:
+    """module -> layer, from the layer table of an architecture page (``| 3 name | `a`, `b/` | ... |``)."""
+    import re
+
+    table = {}
+    for line in path.read_text().splitlines():
+        m = re.match(r"\| (\d) [^|]+\| ([^|]+) \|", line)
+        if m:
+            for name in re.findall(r"`([^`]+)`", m.group(2)):
+                table[name.rstrip("/")] = int(m.group(1))
+    return table
+
+
+@pytest.mark.parametrize("page", ["ARCHITECTURE.md", "docs/architecture.md"])
+def test_the_documented_layer_table_is_this_tests_table(page):
+    """The pages say what the code holds: a module added, moved or renamed fails here until both agree."""
+    documented = _documented_layers(PACKAGE.parent / page)
+    assert documented == LAYER_OF, (
+        f"{page} lists {sorted(set(documented.items()) - set(LAYER_OF.items()))}; "
+        f"this test lists {sorted(set(LAYER_OF.items()) - set(documented.items()))}")

@@ -5,7 +5,7 @@ import signal
 from pathlib import Path
 
 from tuner import forkserver
-from tuner.measure import forkserver as forkserver_module
+from tuner.measure import launcher as forkserver_module
 from tuner.isolated import default_threads as launcher_threads, preload_workload, prestart_launcher, run_isolated
 from tuner.spec import TrialSpec
 

@@ -6,38 +6,52 @@ Example:
 """
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
 from ._version import __version__
 from .config import CompileConfig, TunedConfig, load_tuned_config
 from .errors import ConfigError, SpaceError, StudyError, TunerError, WorkloadError
+from .options import TuneOptions, TuneResult
 from .runtime.apply import apply_config, load_config, optimizer_step
 from .targets import find_block_classes
 
 
 def check_threads(*args, **kwargs):
-    """Call a config from several threads at once; see :func:`tuner.threads.check_threads`."""
-    from .threads import check_threads as _check_threads
+    """Call a config from several threads at once; see :func:`tuner.thread_check.check_threads`."""
+    from .thread_check import check_threads as _check_threads
 
     return _check_threads(*args, **kwargs)
 
 
-def tune(*args, **kwargs):
-    """Run a study; see :class:`tuner.pipeline.TuneOptions` for the arguments.
+def tune(options: TuneOptions | str, /, log: Callable[[str], None] | None = None, **fields: Any) -> TuneResult:
+    """Run (or resume) a study and write ``best_config.yaml``, ``trials.csv`` and the reports.
 
-    Nothing is printed: progress lines are INFO records of the ``tuner`` loggers.
+    ``options`` is a :class:`TuneOptions`, or the workload file's path with any of its fields as
+    keyword arguments. Progress lines go to ``log``; by default they are INFO records of the
+    ``tuner.pipeline`` logger, and nothing is printed.
 
     Example:
         >>> logging.basicConfig(level=logging.INFO)  # doctest: +SKIP
-        >>> tuner.tune("model.py", space="quick", trials=4)  # doctest: +SKIP
+        >>> result = tuner.tune("model.py", space="quick", trials=4)  # doctest: +SKIP
+        >>> result = tuner.tune(tuner.TuneOptions("model.py", budget="10m"))  # doctest: +SKIP
+        >>> result.tuned.verdict, result.out_dir  # doctest: +SKIP
     """
     # The pipeline module is not named tune.py: importing a submodule binds its name on the
     # package, which would replace this function.
-    from .pipeline import TuneOptions
     from .pipeline import tune as _tune
 
-    return _tune(TuneOptions(*args, **kwargs))
+    if isinstance(options, TuneOptions):
+        if fields:
+            options = dataclasses.replace(options, **fields)
+    else:
+        options = TuneOptions(str(options), **fields)
+    return _tune(options, log)
 
 
 __all__ = [
     "CompileConfig", "TunedConfig", "apply_config", "find_block_classes", "load_config", "load_tuned_config",
-    "tune", "check_threads", "optimizer_step", "TunerError", "WorkloadError", "SpaceError", "ConfigError", "StudyError", "__version__",
+    "tune", "TuneOptions", "TuneResult", "check_threads", "optimizer_step", "TunerError", "WorkloadError",
+    "SpaceError", "ConfigError", "StudyError", "__version__",
 ]

@@ -170,7 +170,8 @@ def _options(space: SearchSpace, facts: ModelFacts, cuda: bool) -> list[Choice]:
         space.skipped.append("options.max_autotune_gemm_backends, epilogue_fusion: rarely decisive, each doubles "
                              "the space (--space gpu searches them)")
     else:
-        wanted.append(("cpp_wrapper", [False, True], "C++ instead of Python around the kernels: less overhead per call"))
+        wanted.append(("cpp_wrapper", [False, True],
+                       "C++ instead of Python around the kernels: less overhead per call"))
         space.skipped.append("options.coordinate_descent_tuning: Triton kernels only (needs CUDA)")
     space.skipped.append("options.shape_padding: on by default" + ("" if cuda else "; it pads GPU matmuls only"))
     if not cuda:

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import TunerError
+from .spec import Role
 
 #: The phases of a run, in the order they run (and are listed); a run's ``phase_seconds`` adds
 #: ``other`` (what no phase covers) and ``total``.
@@ -128,7 +129,7 @@ def trial_walls(trials: Iterable[Any]) -> tuple[list[float], list[float], list[f
     for a in measured:
         wall = float(a["trial_wall_s"]) + float(a.get("warm_compile_wall_s") or 0.0)
         every.append(wall)
-        if a.get("role") != "eager":
+        if a.get("role") != Role.EAGER:
             compiled.append(wall)
             confirming.append(confirm_trial_wall(a, share))
     return every, compiled, confirming
@@ -182,7 +183,7 @@ class Plan:
         """``confirm``: finalists confirmation will re-measure (0 when it is off)."""
         trials = list(trials)
         every, compiled, confirming = trial_walls(trials)
-        eager = [float(t.user_attrs["trial_wall_s"]) for t in trials if t.user_attrs.get("role") == "eager"
+        eager = [float(t.user_attrs["trial_wall_s"]) for t in trials if t.user_attrs.get("role") == Role.EAGER
                  and t.user_attrs.get("trial_wall_s") is not None]
         median = statistics.median
         return cls(trial_s=median(every) if every else None, compiled_trial_s=median(compiled) if compiled else None,
@@ -264,9 +265,12 @@ class RunClock:
     """The current :class:`Plan` (the run sets it: it reads the study's trials each time)."""
 
     def __post_init__(self) -> None:
-        if self.budget_s is not None and self.deadline is None:
+        if self.budget_s is None:
+            self.started = self.now()
+            return
+        if self.deadline is None:
             self.deadline = self.now() + self.budget_s
-        self.started = self.deadline - self.budget_s if self.budget_s is not None else self.now()
+        self.started = self.deadline - self.budget_s
 
     @property
     def bounded(self) -> bool:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import shutil
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,7 @@ def bundle_and_measure(settings, config_path: Path, work_dir: Path, kept_cache: 
     base = dict(workload=str(Path(settings.workload).resolve()), task=settings.task, device=settings.device,
                 threads=settings.threads, mode="startup")
     searched = _searched_cold_start(tuned.measured)
+    cold: dict[str, Any]
     if kept_cache is not None and kept_cache.is_dir() and searched is not None:
         cold = {"first_step_s": searched}
         shutil.copytree(kept_cache, bundle / INDUCTOR_DIR, ignore=_LOCKS)
@@ -67,7 +69,7 @@ def bundle_and_measure(settings, config_path: Path, work_dir: Path, kept_cache: 
     }
 
 
-def _searched_cold_start(measured: dict) -> float | None:
+def _searched_cold_start(measured: Mapping[str, Any]) -> float | None:
     """The first step of a cold start, as the search measured it: the cold compile plus a step."""
     compile_s, step_ms = measured.get("compile_time_s"), measured.get("step_time_ms")
     if compile_s is None or step_ms is None or measured.get("compile_cost", "cold") != "cold":

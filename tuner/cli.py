@@ -21,83 +21,97 @@ from typing import NoReturn
 
 from ._version import __version__
 from .errors import TunerError
-from .storage import HEARTBEAT_S, scrub
+from .options import default
+from .spec import Role
+from .storage import scrub
 
 SUBCOMMANDS = ("show", "check", "space", "report", "export")
 
 
 def _tune_parser() -> argparse.ArgumentParser:
+    """``compile-tune MODEL.py``: every default is TuneOptions' (tuner/options.py), shown in [brackets]."""
     p = argparse.ArgumentParser(
         prog="compile-tune",
         description="Measure which torch.compile settings make MODEL.py fastest, against eager.",
-        epilog="Other commands: `compile-tune space MODEL.py`, `compile-tune show DIR`, `compile-tune report DIR`, `compile-tune export DIR --to "
-               "TOOL`. The model file defines "
-               "build_model() and example_inputs(); see README.md.",
+        epilog="Other commands: `compile-tune space MODEL.py`, `compile-tune show DIR`, `compile-tune report DIR`, "
+               "`compile-tune export DIR --to TOOL`. The model file defines build_model() and example_inputs(); "
+               "see README.md.",
     )
     p.add_argument("workload", metavar="MODEL.py", help="file defining build_model() and example_inputs()")
-    p.add_argument("--space", default="auto", help="auto (built for the model: `compile-tune space MODEL.py` shows "
-                                                   "it), a bundled space name (default, quick, ...) or a YAML path [auto]")
-    p.add_argument("--trials", type=int, default=20, help="search trials to measure, baselines not counted [20]")
-    p.add_argument("--steps", type=int, default=10_000,
-                   help="steps your real run takes; total time = compile + steps x step time [10000]")
-    p.add_argument("--task", choices=("infer", "train"), default="infer",
-                   help="infer: no_grad forward; train: forward+loss+backward+optimizer step [infer]")
-    p.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N [auto]")
-    p.add_argument("--threads", type=int, default=None,
-                   help="torch threads in every trial [torch's default in a fresh process: your run's count]")
-    p.add_argument("--out", default=None, help="output folder [results/<model file name>]")
-    p.add_argument("--storage", default=None,
-                   help="study storage: sqlite:///PATH, postgresql://USER@HOST/DB or journal:///PATH; "
-                        "workers on one study share it [sqlite:///OUT/study.db]")
-    p.add_argument("--study", dest="study_name", default=None, help="study name [model file name]")
-    p.add_argument("--workers", type=int, default=1,
-                   help="worker processes on this machine, one device each, all on one study [1]")
-    p.add_argument("--parallel", default="auto", metavar="N",
-                   help="trials in flight on this machine: they compile side by side on the cores the timing "
-                        "does not use, and take turns timing [auto: 1 + one per 2 free cores, at most 4]")
-    p.add_argument("--heartbeat", type=int, default=HEARTBEAT_S,
-                   help="seconds between heartbeats of a running trial; one silent for 6 of them is "
-                        "failed and measured again by another worker [10]")
-    p.add_argument("--seed", type=int, default=0, help="sampler seed [0]")
-    p.add_argument("--trial-timeout", type=float, default=None,
-                   help="seconds before a trial is killed [scaled to the model: 4x plain torch.compile's trial, "
-                        "at least 120 s; 900 s before that is measured]")
-    p.add_argument("--max-memory", dest="max_memory_mb", type=float, default=None,
-                   help="peak memory bound in MB; configs above it are never chosen")
-    p.add_argument("--measure-seconds", type=float, default=6.0, help="timing budget per trial [6]")
-    p.add_argument("--trace", action="store_true",
-                   help="keep each trial's structured compile trace (TORCH_TRACE) in OUT/traces/ for tlparse")
-    p.add_argument("--trial-memory-limit", dest="trial_memory_limit_mb", type=float, default=None,
-                   help="hard cap in MB on each trial's data memory; allocations beyond it fail the trial")
-    p.add_argument("--heap", choices=("pinned", "default"), default="pinned",
-                   help="CPU: pin glibc malloc's thresholds in every trial (steady step times whatever ran "
-                        "before; apply_config pins them too), or leave them as the C library starts [pinned]")
-    p.add_argument("--compile-cost", choices=("cold", "warm"), default="cold",
-                   help="score the compile time of a first run (cold) or of a restart with the cache kept (warm) [cold]")
-    p.add_argument("--objective", choices=("time", "pareto"), default="time",
-                   help="time: fastest total time; pareto: the knee of the time/peak-memory Pareto front [time]")
-    p.add_argument("--confirm", type=int, default=2, metavar="K",
-                   help="re-measure the top K configs with eager and plain compile before deciding; 0 skips [2]")
-    p.add_argument("--confirm-rounds", type=int, default=3, help="interleaved rounds for --confirm [3]")
-    p.add_argument("--no-warm-start", dest="warm_start", action="store_false",
-                   help="do not save the best config's compile cache beside best_config.yaml")
-    p.add_argument("--budget", default=None, metavar="DURATION",
-                   help="bound the whole run, confirmation and warm start included, e.g. 20m, 90s, 1h30m; when it "
-                        "runs out the best verdict so far is written, its confidence stated [none]")
-    p.add_argument("--allow-precision-change", action="store_true",
-                   help="also search lower precision: bf16 autocast (CPU and GPU) and TF32 matmuls (CUDA, compute "
-                        "capability >= 8.0). Such configs change numerics: checked against float32 eager at "
-                        "that precision's tolerance and flagged in every output [off]")
-    p.add_argument("--check-threads", type=int, default=None, metavar="N",
-                   help="after tuning, call the chosen config from N threads at once and compare with eager")
-    p.add_argument("--no-check", dest="check", action="store_false",
-                   help="skip the quick model check before the search")
+    _search_arguments(p.add_argument_group("what is searched and scored"))
+    _measure_arguments(p.add_argument_group("how trials are measured"))
+    _run_arguments(p.add_argument_group("where the run goes"))
     p.add_argument("--resume", action="store_true",
                    help="continue the study in OUT (the default when it exists; kept for clarity)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--verbose", action="store_true", help="tracebacks for errors")
     p.add_argument("--version", action="version", version=f"compile-tune {__version__}")
     return p
+
+
+def _add(group, flag: str, help: str, shown: str | None = None, **kw) -> None:
+    """An option whose default is TuneOptions' field of the same name (``dest``)."""
+    dest = kw.pop("dest", flag.lstrip("-").replace("-", "_"))
+    value = default(dest)
+    text = shown if shown is not None else ("none" if value is None else str(value))
+    group.add_argument(flag, dest=dest, default=value, help=f"{help} [{text}]", **kw)
+
+
+def _search_arguments(g) -> None:
+    _add(g, "--space", "auto (built for the model: `compile-tune space MODEL.py` shows it), a bundled space name "
+         "(default, quick, ...) or a YAML path")
+    _add(g, "--trials", "search trials to measure, baselines not counted", type=int)
+    _add(g, "--steps", "steps your real run takes; total time = compile + steps x step time", type=int)
+    _add(g, "--task", "infer: no_grad forward; train: forward+loss+backward+optimizer step", choices=("infer", "train"))
+    _add(g, "--compile-cost", "score the compile time of a first run (cold) or of a restart with the cache kept "
+         "(warm)", choices=("cold", "warm"))
+    _add(g, "--objective", "time: fastest total time; pareto: the knee of the time/peak-memory Pareto front",
+         choices=("time", "pareto"))
+    _add(g, "--max-memory", "peak memory bound in MB; configs above it are never chosen", dest="max_memory_mb",
+         type=float)
+    _add(g, "--confirm", "re-measure the top K configs with eager and plain compile before deciding; 0 skips",
+         type=int, metavar="K")
+    _add(g, "--confirm-rounds", "interleaved rounds for --confirm", type=int)
+    g.add_argument("--allow-precision-change", action="store_true",
+                   help="also search lower precision: bf16 autocast (CPU and GPU) and TF32 matmuls (CUDA, compute "
+                        "capability >= 8.0). Such configs change numerics: checked against float32 eager at "
+                        "that precision's tolerance and flagged in every output [off]")
+    g.add_argument("--no-check", dest="check", action="store_false",
+                   help="skip the quick model check before the search")
+
+
+def _measure_arguments(g) -> None:
+    _add(g, "--device", "auto, cpu, cuda or cuda:N")
+    _add(g, "--threads", "torch threads in every trial", shown="torch's default in a fresh process: your run's count",
+         type=int)
+    _add(g, "--measure-seconds", "timing budget per trial", type=float)
+    _add(g, "--trial-timeout", "seconds before a trial is killed", type=float,
+         shown="scaled to the model: 4x plain torch.compile's trial, at least 120 s; 900 s before that is measured")
+    _add(g, "--trial-memory-limit", "hard cap in MB on each trial's data memory; allocations beyond it fail the "
+         "trial", dest="trial_memory_limit_mb", type=float)
+    _add(g, "--heap", "CPU: pin glibc malloc's thresholds in every trial (steady step times whatever ran before; "
+         "apply_config pins them too), or leave them as the C library starts", choices=("pinned", "default"))
+    _add(g, "--parallel", "trials in flight on this machine: they compile side by side on the cores the timing "
+         "does not use, and take turns timing", metavar="N", shown="auto: 1 + one per 2 free cores, at most 4")
+    _add(g, "--check-threads", "after tuning, call the chosen config from N threads at once and compare with eager",
+         type=int, metavar="N")
+    g.add_argument("--trace", action="store_true",
+                   help="keep each trial's structured compile trace (TORCH_TRACE) in OUT/traces/ for tlparse")
+
+
+def _run_arguments(g) -> None:
+    _add(g, "--out", "output folder", shown="results/<model file name>")
+    _add(g, "--storage", "study storage: sqlite:///PATH, postgresql://USER@HOST/DB or journal:///PATH; workers on "
+         "one study share it", shown="sqlite:///OUT/study.db")
+    _add(g, "--study", "study name", dest="study_name", shown="model file name")
+    _add(g, "--workers", "worker processes on this machine, one device each, all on one study", type=int)
+    _add(g, "--heartbeat", "seconds between heartbeats of a running trial; one silent for 6 of them is failed and "
+         "measured again by another worker", type=int)
+    _add(g, "--seed", "sampler seed", type=int)
+    _add(g, "--budget", "bound the whole run, confirmation and warm start included, e.g. 20m, 90s, 1h30m; when it "
+         "runs out the best verdict so far is written, its confidence stated", metavar="DURATION")
+    g.add_argument("--no-warm-start", dest="warm_start", action="store_false",
+                   help="do not save the best config's compile cache beside best_config.yaml")
 
 
 def run() -> NoReturn:
@@ -166,6 +180,7 @@ def _tune(argv: list[str]) -> int:
     options = {k: v for k, v in vars(args).items() if k not in ("resume", "no_progress", "verbose")}
     opts = TuneOptions(**options, progress=not args.no_progress, argv=["compile-tune", *argv])
     if opts.budget is not None:
+        assert not isinstance(opts.budget, str)  # TuneOptions parsed it to seconds
         opts.budget_deadline = started + opts.budget
     if not args.verbose:
         warnings.filterwarnings("ignore", module="optuna")
@@ -196,7 +211,7 @@ def _diagnostics_text(study) -> str:
     lines = [format_breaks(unique_breaks(attrs)), *repair_lines(attrs)]
     by_dynamic: dict[str, list[int]] = {}
     for a in attrs:
-        if a.get("duplicate_of") is None and a.get("recompiles") is not None and a.get("role") != "eager":
+        if a.get("duplicate_of") is None and a.get("recompiles") is not None and a.get("role") != Role.EAGER:
             dyn = dynamic_choice_of(a.get("config") or {})
             by_dynamic.setdefault("null" if dyn is None else str(dyn).lower(), []).append(int(a["recompiles"]))
     if any(sum(v) for v in by_dynamic.values()):

@@ -228,7 +228,8 @@ def _marks(marks, field_name: str) -> dict[str, dict[int, list[int]]]:
         if not isinstance(dims, Mapping) or not dims:
             raise ConfigError(f"`{field_name}.{name}` must map dimensions to [min, max], got {dims!r}")
         try:
-            out[str(name)] = {int(d): [int(r[0]), int(r[1])] for d, r in sorted(dims.items(), key=lambda kv: int(kv[0]))}
+            ordered = sorted(dims.items(), key=lambda kv: int(kv[0]))
+            out[str(name)] = {int(d): [int(r[0]), int(r[1])] for d, r in ordered}
         except (TypeError, ValueError, IndexError, KeyError):
             raise ConfigError(f"`{field_name}.{name}` must map dimensions to [min, max], got {dims!r}") from None
     return out
@@ -289,13 +290,13 @@ def save_tuned_config(tuned: TunedConfig, path: str | Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     header = (
         "# compile-tune result. Use it with:\n"
-        "#   model = tuner.apply_config(model, \"%s\")\n"
+        f"#   model = tuner.apply_config(model, \"{path.as_posix()}\")\n"
         "# `exports:` holds what accelerate, the HF Trainer, env variables, torchtitan and vLLM can carry\n"
         "# of it, and what they cannot (compile-tune export DIR --to TOOL prints each in its own format).\n"
-        % path.as_posix()
     )
     if tuned.config.changes_numerics:
         p = tuned.config.precision
+        assert p is not None  # what changes_numerics means
         header += (f"# {CHANGES_NUMERICS.upper()}: precision {p} = {PRECISION_MEANING[p]}; results differ from the "
                    f"model's own float32\n# ones within {p}'s tolerance (checked against eager); tuned with "
                    f"{PRECISION_FLAG}.\n")
@@ -312,15 +313,15 @@ def load_tuned_config(path: str | Path) -> TunedConfig:
     try:
         data = yaml.safe_load(path.read_text())
     except FileNotFoundError:
-        raise ConfigError(f"{path}: no such config file", "run compile-tune first, or check the path")
+        raise ConfigError(f"{path}: no such config file", "run compile-tune first, or check the path") from None
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML ({_first_line(exc)})")
+        raise ConfigError(f"{path}: not valid YAML ({_first_line(exc)})") from None
     if not isinstance(data, dict) or "config" not in data:
         raise ConfigError(f"{path}: expected a mapping with a `config` key (a best_config.yaml)")
     try:
         cfg = CompileConfig.from_dict(data["config"])
     except (ConfigError, TypeError) as exc:
-        raise ConfigError(f"{path}: {exc}")
+        raise ConfigError(f"{path}: {exc}") from None
     verdict = data.get("verdict", "compile")
     if verdict not in ("compile", "stay_eager"):
         raise ConfigError(f"{path}: `verdict` must be compile or stay_eager, got {verdict!r}")

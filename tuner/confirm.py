@@ -15,11 +15,11 @@ from __future__ import annotations
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from .budget import BUDGET_RAN_OUT, CONFIRM_TIMING_SHARE, EAGER_ALONE
 from .config import EAGER, PLAIN_COMPILE, CompileConfig
-from .score import Scoring
+from .score import Scoring, total_time
 from .search import Tuner
 from .verdict import SKIPPED_ATTR, finalist_configs
 from .verdict import ranked as ranked_trials
@@ -55,6 +55,11 @@ class Confirmed:
     def median(self, values: list[float]) -> float | None:
         return statistics.median(values) if values else None
 
+    def total(self) -> float:
+        """The median total; only asked of an entry with totals (eager's once it ran, an ``ok``
+        one's, a racing one's that has them), so never None."""
+        return statistics.median(self.totals)
+
     def summary(self) -> dict[str, Any]:
         return {
             "config": self.config.to_dict(),
@@ -81,6 +86,32 @@ class Confirmed:
         return max(spread, self.floor_s)
 
 
+class Decision(TypedDict, total=False):
+    """What confirmation decided, as the study keeps it (user attribute ``confirmation``) and
+    tuner/verdict.py reads it."""
+
+    verdict: str
+    """``compile`` or ``stay_eager``; absent when the rounds could not decide (``failed``)."""
+    choice: dict[str, Any]
+    """The chosen config (eager's for ``stay_eager``)."""
+    reason: str
+    clear: bool
+    """Whether more rounds could not change the verdict (every margin at least CLEAR x its noise)."""
+    best: dict[str, Any]
+    """The chosen config's summary (``Confirmed.summary``); for ``stay_eager`` the best compiled one."""
+    candidates: list[dict[str, Any]]
+    eager_step_s: float
+    """Eager's step, from its processes alone."""
+    noise_floor: float
+    """The largest relative difference between a round's two eager-alone processes."""
+    rounds_done: int
+    cut_short: str
+    """``2 of 3 rounds``: the ``--budget`` stopped the race."""
+    failed: str
+    finalist_keys: list[str]
+    rounds: int
+
+
 #: Rounds before the ranking may be called settled: one more than it takes to see any noise.
 MIN_ROUNDS = 2
 #: A margin counts as clear at this many times its measured noise.
@@ -89,7 +120,7 @@ CLEAR = 2.0
 
 def confirm(finalists: list[CompileConfig], scoring: Scoring, measure: Callable[..., dict],
             rounds: int = 3, log=print, round_fits: Callable[[int, int | None], bool] | None = None
-            ) -> dict[str, Any]:
+            ) -> Decision:
     """Measure plain compile and ``finalists`` against eager, interleaved, for up to ``rounds``
     rounds: a race. After :data:`MIN_ROUNDS` rounds it stops as soon as the decision rests only
     on margins of at least :data:`CLEAR` times their noise, and a finalist that trails the leader
@@ -119,7 +150,7 @@ def confirm(finalists: list[CompileConfig], scoring: Scoring, measure: Callable[
             candidates.append(cfg)
     results = {c.key(): Confirmed(c) for c in candidates}
     racing = [c for c in candidates if c.compiles]
-    decision: dict[str, Any] = {}
+    decision: Decision = {}
     ran = 0  # trials in the round before
     for r in range(rounds):
         if r and round_fits is not None and not round_fits(len(racing) + EAGER_ALONE, ran):
@@ -163,7 +194,7 @@ def _record(entry: Confirmed, result: dict, scoring: Scoring, round_: int) -> No
         entry.warm_compiles.append(float(result["compile_time_warm_s"]))
 
 
-def _decide_now(results: dict[str, Confirmed], scoring: Scoring) -> dict[str, Any]:
+def _decide_now(results: dict[str, Confirmed], scoring: Scoring) -> Decision:
     """:func:`decide` on the rounds measured so far. Each config's speedup in a round is that
     round's eager alone over its step alone; every total's noise is at least the eager pair's
     (:func:`confirm`)."""
@@ -180,13 +211,15 @@ def _decide_now(results: dict[str, Confirmed], scoring: Scoring) -> dict[str, An
     floor = _pair_floor(eager)
     eager.speedups = [1.0] * len(eager.steps)  # one per round
     eager.compile_times = [0.0] * len(eager.speedups)
-    eager.totals = [scoring.steps * s for s in eager.eager_steps]
+    eager.totals = [total_time(0.0, scoring.steps, s) for s in eager.eager_steps]
     eager.floor_s = floor / 2 * scoring.steps * eager_step
     for entry in compiled:
-        paired = [(eager.steps[r], step) for r, step in sorted(entry.steps.items()) if r in eager.steps]
-        entry.speedups = [e / s for e, s in paired]  # a round without its eager alone is not counted
-        entry.compile_times = entry.compile_times[:len(entry.steps)]
-        entry.totals = [c + scoring.steps * eager_step / s for s, c in zip(entry.speedups, entry.compile_times)]
+        # compile_times were recorded with steps, round by round; a round without its eager alone is not counted
+        rounds = [(eager.steps[r], step, c) for (r, step), c in zip(sorted(entry.steps.items()), entry.compile_times)
+                  if r in eager.steps]
+        entry.speedups = [e / s for e, s, _ in rounds]
+        entry.totals = [total_time(c, scoring.steps, eager_step / speedup)
+                        for (_, _, c), speedup in zip(rounds, entry.speedups)]
         med = entry.median(entry.speedups)
         entry.floor_s = floor / 2 * scoring.steps * eager_step / med if med else 0.0
     decision = decide(results, eager_step, scoring)
@@ -206,13 +239,13 @@ def _trailing(results: dict[str, Confirmed], racing: list[CompileConfig]) -> lis
     alive = [results[c.key()] for c in racing if results[c.key()].totals]
     if not alive:
         return []
-    leader = min(alive, key=lambda e: e.median(e.totals))
+    leader = min(alive, key=lambda e: e.total())
     yardsticks = {EAGER.key(), PLAIN_COMPILE.key()}
     return [e.config.key() for e in alive if e.config.key() not in yardsticks and e is not leader
-            and e.median(e.totals) - leader.median(leader.totals) > CLEAR * (e.noise_s + leader.noise_s)]
+            and e.total() - leader.total() > CLEAR * (e.noise_s + leader.noise_s)]
 
 
-def decide(results: dict[str, Confirmed], eager_step: float, scoring: Scoring) -> dict[str, Any]:
+def decide(results: dict[str, Confirmed], eager_step: float, scoring: Scoring) -> Decision:
     """The confirmed verdict, or ``{"failed": why, ...}`` when the rounds cannot decide (eager,
     the yardstick, failed every round): the verdict then falls back to the search's figures."""
     eager = results[EAGER.key()]
@@ -222,48 +255,47 @@ def decide(results: dict[str, Confirmed], eager_step: float, scoring: Scoring) -
     plain = results.get(PLAIN_COMPILE.key())
     ok = [e for e in results.values() if e.ok and e.config.compiles
           and not (scoring.max_memory_mb and (e.median(e.peak_memory) or 0) > scoring.max_memory_mb)]
-    best = min(ok, key=lambda e: e.median(e.totals), default=None)
-    eager_total = eager.median(eager.totals)
-    decision: dict[str, Any] = {
+    best = min(ok, key=lambda e: e.total(), default=None)
+    eager_total = eager.total()
+    decision: Decision = {
         "eager_step_s": eager_step,
         "candidates": [e.summary() for e in results.values()],
     }
     if best is None:
         failed = [e for e in results.values() if e.config.compiles and not e.ok]
         why = (f"failures in fresh processes: {_failures(failed)}" if failed else "over the memory bound")
-        decision.update(choice=EAGER.to_dict(), verdict="stay_eager", reason=f"no finalist was confirmed ({why})",
-                        clear=True)
+        decision.update({"choice": EAGER.to_dict(), "verdict": "stay_eager",
+                         "reason": f"no finalist was confirmed ({why})", "clear": True})
         return decision
-    lead = eager_total - best.median(best.totals)
+    lead = eager_total - best.total()
     noise = best.noise_s + eager.noise_s
     if lead <= noise:
-        decision.update(choice=EAGER.to_dict(), verdict="stay_eager",
-                        reason=(f"the best config ({best.config.describe()}) beats eager by {lead:.1f} s, inside the "
-                                f"measured noise of {noise:.1f} s: not a real win" if lead >= 0 else
-                                f"the best config ({best.config.describe()}) is {-lead:.1f} s slower than eager "
-                                f"(noise {noise:.1f} s)"),
-                        best=best.summary(), clear=_separated(eager, [eager, *ok]))
+        why = (f"the best config ({best.config.describe()}) beats eager by {lead:.1f} s, inside the measured noise "
+               f"of {noise:.1f} s: not a real win" if lead >= 0 else
+               f"the best config ({best.config.describe()}) is {-lead:.1f} s slower than eager (noise {noise:.1f} s)")
+        decision.update({"choice": EAGER.to_dict(), "verdict": "stay_eager", "reason": why, "best": best.summary(),
+                         "clear": _separated(eager, [eager, *ok])})
         return decision
     chosen = best
     reason = f"beats eager by {lead:.1f} s (noise {noise:.1f} s)"
     if plain is not None and plain.ok and best is not plain:
-        plain_lead = plain.median(plain.totals) - best.median(best.totals)
+        plain_lead = plain.total() - best.total()
         plain_noise = best.noise_s + plain.noise_s
-        if plain_lead <= plain_noise and plain.median(plain.totals) < eager_total - (plain.noise_s + eager.noise_s):
+        if plain_lead <= plain_noise and plain.total() < eager_total - (plain.noise_s + eager.noise_s):
             chosen = plain
             reason = (f"{best.config.describe()} leads plain torch.compile by only {plain_lead:.1f} s, inside the "
                       f"noise of {plain_noise:.1f} s: the simpler plain torch.compile is recommended")
         else:
             reason += f"; beats plain torch.compile by {plain_lead:.1f} s (noise {plain_noise:.1f} s)"
-    decision.update(choice=chosen.config.to_dict(), verdict="compile", reason=reason, best=chosen.summary(),
-                    clear=_separated(chosen, [eager, *ok]))
+    decision.update({"choice": chosen.config.to_dict(), "verdict": "compile", "reason": reason,
+                     "best": chosen.summary(), "clear": _separated(chosen, [eager, *ok])})
     return decision
 
 
 def _separated(chosen: Confirmed, others: list[Confirmed]) -> bool:
     """Whether ``chosen`` is CLEAR times the noise away from every other candidate: more rounds
     could not change the decision, so the race may stop."""
-    return all(abs(e.median(e.totals) - chosen.median(chosen.totals)) > CLEAR * (e.noise_s + chosen.noise_s)
+    return all(abs(e.total() - chosen.total()) > CLEAR * (e.noise_s + chosen.noise_s)
                for e in others if e is not chosen)
 
 
@@ -287,7 +319,7 @@ def from_cache(result: dict, cold_compile_s: float | None) -> dict:
 
 
 def confirm_finalists(study, scoring: Scoring, tuner: Tuner, k: int, rounds: int, log=print,
-                      round_fits: Callable[[int, int | None], bool] | None = None) -> dict | None:
+                      round_fits: Callable[[int, int | None], bool] | None = None) -> Decision | None:
     """Re-measure the top ``k`` with eager and plain compile (tuner/confirm.py); stored in the
     study so a re-run with the same finalists does not measure them again. ``round_fits``: see
     :func:`confirm`; when not even the first round fits, confirmation is skipped and says why."""
@@ -327,7 +359,7 @@ def confirm_finalists(study, scoring: Scoring, tuner: Tuner, k: int, rounds: int
         decision = {"failed": f"{type(exc).__name__}: {exc}".splitlines()[0][:300]}
     if decision.get("failed"):
         log(f"  confirmation failed ({decision['failed']}); the verdict uses the search's figures, marked unconfirmed")
-    decision.update(finalist_keys=keys, rounds=rounds)
+    decision.update({"finalist_keys": keys, "rounds": rounds})
     study.set_user_attr("confirmation", decision)
     study.set_user_attr(SKIPPED_ATTR, None)
     return decision

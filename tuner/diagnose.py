@@ -143,13 +143,18 @@ class GraphBreak:
 
 #: (pattern in Dynamo's reason, plain hint)
 BREAK_HINTS = [
-    (r"builtin operator `print`|logging|reorderable_logging", "remove the print/log from forward, or guard it with `if not torch.compiler.is_compiling()`"),
-    (r"Data-dependent branching|generic_jump|jump with TensorVariable", "branch on tensor values with torch.where or torch.cond instead of Python `if`"),
-    (r"Tensor\.item\(\)|capture_scalar_outputs", "avoid .item() in forward, or set torch._dynamo.config.capture_scalar_outputs = True"),
+    (r"builtin operator `print`|logging|reorderable_logging",
+     "remove the print/log from forward, or guard it with `if not torch.compiler.is_compiling()`"),
+    (r"Data-dependent branching|generic_jump|jump with TensorVariable",
+     "branch on tensor values with torch.where or torch.cond instead of Python `if`"),
+    (r"Tensor\.item\(\)|capture_scalar_outputs",
+     "avoid .item() in forward, or set torch._dynamo.config.capture_scalar_outputs = True"),
     (r"numpy|np\.", "use torch ops instead of numpy (or trace_numpy settings)"),
     (r"tolist|Tensor\.numpy", "keep values as tensors; avoid .tolist()/.numpy() in forward"),
-    (r"Dynamic shape operator|nonzero|unique", "data-dependent output shapes: set torch._dynamo.config.capture_dynamic_output_shape_ops = True"),
-    (r"builtin|skip|Attempted to call function marked as skipped|non-torch library", "move the unsupported library call out of forward, or wrap it with torch.compiler.disable"),
+    (r"Dynamic shape operator|nonzero|unique",
+     "data-dependent output shapes: set torch._dynamo.config.capture_dynamic_output_shape_ops = True"),
+    (r"builtin|skip|Attempted to call function marked as skipped|non-torch library",
+     "move the unsupported library call out of forward, or wrap it with torch.compiler.disable"),
 ]
 
 
@@ -160,8 +165,10 @@ def break_hint(reason: str) -> str:
     return "see the reason; compile the regions around it, or rewrite the line with torch ops"
 
 
-_BREAK_RE = re.compile(r"Graph break (?:\(.*?\) )?in user code at (?P<file>.+?):(?P<line>\d+)\nGraph Break Reason: (?P<reason>.*)", re.S)
-_RECOMPILE_RE = re.compile(r"Recompiling function (?P<fn>\S+) in (?P<where>\S+)\n\s*triggered by the following guard failure\(s\):\n(?P<guards>.*)", re.S)
+_BREAK_RE = re.compile(r"Graph break (?:\(.*?\) )?in user code at (?P<file>.+?):(?P<line>\d+)\n"
+                       r"Graph Break Reason: (?P<reason>.*)", re.S)
+_RECOMPILE_RE = re.compile(r"Recompiling function (?P<fn>\S+) in (?P<where>\S+)\n"
+                           r"\s*triggered by the following guard failure\(s\):\n(?P<guards>.*)", re.S)
 
 
 class DynamoLogCapture(logging.Handler):
@@ -193,14 +200,16 @@ class DynamoLogCapture(logging.Handler):
             key = (m.group("file"), int(m.group("line")), reason)
             if key not in self.breaks:
                 self.breaks[key] = GraphBreak(
-                    file=m.group("file"), line=int(m.group("line")), code=_source_line(m.group("file"), int(m.group("line"))),
+                    file=m.group("file"), line=int(m.group("line")),
+                    code=_source_line(m.group("file"), int(m.group("line"))),
                     reason=reason, hint=break_hint(m.group("reason")),
                 )
             return
         m = _RECOMPILE_RE.match(message)
         if m:
             guards = [g.strip(" -") for g in m.group("guards").splitlines() if g.strip(" -")]
-            self.recompiles.append({"function": m.group("fn"), "where": m.group("where"), "reason": guards[0] if guards else ""})
+            self.recompiles.append({"function": m.group("fn"), "where": m.group("where"),
+                                    "reason": guards[0] if guards else ""})
 
     def __enter__(self) -> DynamoLogCapture:
         import torch._logging
@@ -222,11 +231,11 @@ def _in_torch(file: str) -> bool:
 
 def _summarise_reason(reason: str) -> str:
     """Dynamo's first informative line, e.g. 'Failed to trace builtin operator: ... print ...'."""
-    lines = [l.strip() for l in reason.splitlines() if l.strip()]
+    lines = [line.strip() for line in reason.splitlines() if line.strip()]
     if lines and lines[0].startswith("Encountered graph break when attempting"):
         lines = lines[1:]
     head = lines[0] if lines else reason.strip()
-    explanation = next((l[len("Explanation:"):].strip() for l in lines if l.startswith("Explanation:")), "")
+    explanation = next((line[len("Explanation:"):].strip() for line in lines if line.startswith("Explanation:")), "")
     return f"{head}: {explanation}" if explanation and explanation not in head else head
 
 

@@ -14,7 +14,7 @@ import difflib
 import functools
 import importlib
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from .config_defaults import cached
@@ -120,7 +120,7 @@ def combinations(section: dict[str, list]) -> list[dict[str, Any]]:
     return [drop_defaults(dict(zip(names, values)), defaults) for values in itertools.product(*section.values())]
 
 
-def neighbours(current: dict[str, Any], section: dict[str, list]) -> list[dict[str, Any]]:
+def neighbours(current: Mapping[str, Any], section: dict[str, list]) -> list[dict[str, Any]]:
     """The settings that differ from ``current`` in one name of the section."""
     if not section:
         return []
@@ -133,7 +133,8 @@ def neighbours(current: dict[str, Any], section: dict[str, list]) -> list[dict[s
 
 
 def describe(name: str, value: Any) -> str:
-    """``+capture_scalar_outputs``, ``-trace_numpy``, ``recompile_limit=4``, ``ignore_logging_functions=[Logger.info]``."""
+    """``+capture_scalar_outputs``, ``-trace_numpy``, ``recompile_limit=4``,
+    ``ignore_logging_functions=[Logger.info]``."""
     if value is True:
         return f"+{name}"
     if value is False:
@@ -166,7 +167,8 @@ def validate_section(section: dict, fail: Callable[..., Any]) -> dict[str, list]
         if isinstance(default, dict):
             fail(key, "is a mapping in Dynamo; a search space cannot set it")
         if isinstance(default, list):  # a set of callables: each choice is a list of dotted names
-            choices = value if isinstance(value, list) and value and all(isinstance(v, list) for v in value) else [value]
+            listed = isinstance(value, list) and value and all(isinstance(v, list) for v in value)
+            choices = value if listed else [value]
             checked = [_names(key, c, fail) for c in choices]
         else:
             checked = value if isinstance(value, list) else [value]

@@ -75,6 +75,7 @@ class _View:
 
 def _refused(c: _View, tool: str, why: str) -> dict[str, Any]:
     """The block of a tool that cannot carry the config's precision: no settings, the reason."""
+    assert c.precision is not None  # callers refuse a config that sets one
     return {"refused": f"precision {c.precision} ({PRECISION_MEANING[c.precision]}) {CHANGES_NUMERICS}, and "
                        f"{tool} {why}", "not_carried": [_lost("precision", c.precision, f"{tool} {why}")]}
 
@@ -266,8 +267,9 @@ def _bool_env_form(expr: ast.expr) -> tuple[str, dict[bool, str]] | None:
             return None
         for key in ("env_name_force", "env_name_default"):  # torch reads "1"/"0" (utils/_config_module.py)
             name = kw.get(key)
-            if isinstance(name, ast.Constant) and str(name.value).startswith("TORCHINDUCTOR_"):
-                return name.value, {True: "1", False: "0"}
+            value = name.value if isinstance(name, ast.Constant) else None
+            if isinstance(value, str) and value.startswith("TORCHINDUCTOR_"):
+                return value, {True: "1", False: "0"}
     return None
 
 

@@ -1,4 +1,4 @@
-"""Starting trial processes from the pre-imported launcher (tuner/measure/forkserver.py).
+"""Starting trial processes from the pre-imported launcher (tuner/measure/launcher.py).
 
 One launcher per tuner process, started on the first trial and kept for the run; a trial
 process started from it looks to tuner/isolated.py like a ``subprocess.Popen``
@@ -40,7 +40,7 @@ class ForkServer:
         self.alive = True
         with open(log_path, "ab") as log:
             self.proc = subprocess.Popen(
-                python_command("tuner.measure.forkserver", workload or "", *([f"check={check}"] if check else [])),
+                python_command("tuner.measure.launcher", workload or "", *([f"check={check}"] if check else [])),
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE, stderr=log, env=env, cwd=os.getcwd(),
                 start_new_session=True)  # a Ctrl-C is the tuner's to handle, not the launcher's
@@ -48,6 +48,7 @@ class ForkServer:
         threading.Thread(target=self._read, name="compile-tune-forkserver", daemon=True).start()
 
     def _read(self) -> None:
+        assert self.proc.stdout is not None  # stdout=PIPE
         for line in self.proc.stdout:
             message = json.loads(line)
             with self._cond:
@@ -81,6 +82,7 @@ class ForkServer:
     def _send(self, request: dict) -> None:
         if not self.alive:
             raise ForkServerDown("the trial launcher has exited")
+        assert self.proc.stdin is not None  # stdin=PIPE
         try:
             self.proc.stdin.write((json.dumps(request) + "\n").encode())
             self.proc.stdin.flush()
@@ -111,6 +113,7 @@ class ForkServer:
         return None if self.alive else -9
 
     def close(self) -> None:
+        assert self.proc.stdin is not None  # stdin=PIPE
         try:
             self.proc.stdin.close()  # the launcher exits on end of input
         except OSError:
@@ -138,8 +141,11 @@ class ForkedProcess:
     def wait(self, timeout: float | None = None) -> int:
         with self.server._cond:
             if not self.server._cond.wait_for(lambda: self.returncode is not None, timeout=timeout):
+                assert timeout is not None  # without one, wait_for returns only once the trial ended
                 raise subprocess.TimeoutExpired(self.args, timeout)
-            return self.returncode
+            code = self.returncode
+            assert code is not None  # seen set under the lock, and an exit code stays
+            return code
 
 
 _server: ForkServer | None = None
@@ -204,7 +210,7 @@ def start(argv: list[str], env: dict[str, str], log_path: Path, workload: str | 
     with _lock:
         if _failed:
             return None
-        for attempt in range(2):  # a launcher that died (killed, out of memory) is started again once
+        for _attempt in range(2):  # a launcher that died (killed, out of memory) is started again once
             if _server is None or not _server.alive:
                 try:
                     _server = ForkServer(workload, server_env, log_path.parent / "forkserver.log")

@@ -120,7 +120,7 @@ def start_isolated(
     spec_path, out_path, log_path = Path(tmp), Path(tmp).with_suffix(".result.json"), Path(tmp).with_suffix(".log")
     spec_path.write_text(json.dumps(asdict(spec)))
     own_cache = cache_dir is None
-    cache = Path(tempfile.mkdtemp(prefix="inductor-cache-", dir=work_dir)) if own_cache else cache_dir
+    cache = Path(tempfile.mkdtemp(prefix="inductor-cache-", dir=work_dir)) if cache_dir is None else cache_dir
     env = _child_env(spec.threads, cache, env_extra)
     start = time.perf_counter()
     with open(log_path, "wb") as log:  # a fresh interpreter writes to its own copy of the descriptor
@@ -251,7 +251,7 @@ def _tail(path: Path, chars: int = 2000) -> str:
     except OSError:
         return ""
     # Dynamo's verbose graph-break/recompile lines are in the result already; keep the rest.
-    lines = [l for l in text.splitlines() if "[__graph_breaks]" not in l and "[__recompiles]" not in l]
+    lines = [line for line in text.splitlines() if "[__graph_breaks]" not in line and "[__recompiles]" not in line]
     return "\n".join(lines)[-chars:]
 
 

@@ -49,7 +49,7 @@ def plan_lanes(requested: str | int, device: str, threads: int, available: list[
     timing_n = 2 if device.startswith("cuda") else threads
     timing, free = available[:timing_n], available[timing_n:]
     requested = parse_parallel(requested)
-    n = 1 + min(MAX_AUTO - 1, len(free) // CORES_PER_COMPILE) if requested == "auto" else requested
+    n = 1 + min(MAX_AUTO - 1, len(free) // CORES_PER_COMPILE) if requested == "auto" else int(requested)
     if n == 1:
         return LanePlan(1, why=f"1 lane: {len(free)} core(s) left beside the {len(timing)} timing core(s); a lane "
                                f"that compiles while another times needs {CORES_PER_COMPILE}" if requested == "auto"

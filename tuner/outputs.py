@@ -18,8 +18,8 @@ def eager_done(study) -> bool:
 
 
 #: What writing the reports imports (pandas, matplotlib, Optuna's importances): about a second.
-REPORT_MODULES = ("tuner.report", "tuner.report._data", "tuner.report._html", "tuner.report._markdown", "matplotlib.figure",
-                  "matplotlib.backends.backend_svg", "optuna.importance")
+REPORT_MODULES = ("tuner.report", "tuner.report._data", "tuner.report._html", "tuner.report._markdown",
+                  "matplotlib.figure", "matplotlib.backends.backend_svg", "optuna.importance")
 
 
 def import_report_modules(until: Callable[[], bool]) -> None:

@@ -11,7 +11,7 @@ does. The others change them, so the tuner searches them only with ``--allow-pre
   cores (10 mantissa bits instead of 23). CUDA compute capability 8.0 (Ampere) or newer only. It is a
   process-wide setting: ``apply_config`` sets it for the whole process and warns that it does.
 
-Nothing here runs a model; torch is imported only to ask the hardware (tuner/runtime/precision.py
+Nothing here runs a model; torch is imported only to ask the hardware (tuner/runtime/apply_precision.py
 applies a precision, tuner/measure/correctness.py holds the tolerances a trial checks it at).
 """
 from __future__ import annotations

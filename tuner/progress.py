@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from typing import Any
+
+from .spec import Role
 
 
 class Progress:
@@ -16,7 +19,9 @@ class Progress:
 
     def __init__(self, total: int, enabled: bool, log: Callable[[str], None],
                  timing: Callable[[int], str] | None = None) -> None:
-        self.total, self.enabled, self.bar, self.best, self.log = total, enabled, None, None, log
+        self.total, self.enabled, self.log = total, enabled, log
+        self.bar: Any | None = None  # a tqdm once started (tqdm ships no type hints)
+        self.best: tuple[float, Any, Any] | None = None  # (total, config label, speedup)
         self.timing = timing
 
     def start(self, done: int) -> None:
@@ -36,12 +41,13 @@ class Progress:
             last += f"; {attrs['regional_note']}"
         line = f"  {attrs.get('role'):6s} {attrs.get('config_label')}: {last}"
         if self.bar is not None:
-            if attrs.get("role") == "search":
+            if attrs.get("role") == Role.SEARCH:
                 self.bar.update(1)
             self._postfix()
         self.write(line)
 
     def _postfix(self) -> None:
+        assert self.bar is not None  # only called once the bar is started
         parts = []
         if self.best:
             parts.append(f"best {self.best[0]:.1f}s {self.best[1]} ({self.best[2]:.2f}x)")
@@ -69,11 +75,19 @@ class Progress:
 
 
 def outcome(attrs: dict) -> str:
-    """What one trial came to, in words: its figures, or why it has none (pruned, failed)."""
+    """What one trial came to, in words, for every state a trial ends in: its figures, or why it
+    has none (a duplicate, left out, interrupted, pruned, failed)."""
     status = attrs.get("status")
+    if attrs.get("duplicate_of") is not None:
+        return f"duplicate of trial #{attrs['duplicate_of']}: the same config is measured once"
+    if attrs.get("not_searched"):
+        return f"left out: {attrs['not_searched']}"
+    if attrs.get("interrupted"):
+        return "interrupted: measured again when the run resumes"
     if status == "ok":
-        return (f"{attrs.get('speedup', 0):.2f}x, compile {attrs.get('compile_time_s', 0):.1f} s, "
-                f"total {attrs.get('total_time_s', 0):.1f} s")
+        speedup = attrs.get("speedup")
+        return (f"{speedup:.2f}x, " if speedup is not None else "") + (
+            f"compile {attrs.get('compile_time_s') or 0:.1f} s, total {attrs.get('total_time_s') or 0:.1f} s")
     if status == "pruned":
         return f"pruned: {attrs.get('pruned_reason') or 'it could not beat the best total so far'}"
     category, why = attrs.get("failure_category"), attrs.get("failure_explanation")

@@ -20,6 +20,7 @@ from typing import Any
 
 from .config import CompileConfig
 from .dynamo_settings import describe, known_settings
+from .spec import Role
 
 LOGGER_METHODS = ("debug", "info", "warning", "warn", "error", "critical", "exception", "log")
 
@@ -38,7 +39,8 @@ class Repair:
 #: The graph breaks of torch 2.13 whose own hint names a Dynamo setting (graph_break_registry.json).
 REPAIRS = (
     Repair("capture_scalar_outputs", True,
-           r"Tensor\.item\(\) call with capture_scalar_outputs=False|Data dependent operator.*aten\.(item|_local_scalar_dense)",
+           r"Tensor\.item\(\) call with capture_scalar_outputs=False"
+           r"|Data dependent operator.*aten\.(item|_local_scalar_dense)",
            "traces .item() as a symbolic scalar"),
     Repair("capture_dynamic_output_shape_ops", True, r"^Dynamic shape operator(?! \(no meta kernel\))",
            "traces ops whose output shape depends on data (nonzero, boolean masks)"),
@@ -131,17 +133,18 @@ def effects(trial_attrs: list[dict]) -> list[dict]:
     ``with``/``without`` (trial numbers, median graphs, graph breaks and total time), ``paired``,
     and ``removed``: the breaks (by user source line) that trials without it hit and none with it.
     """
-    rows = [t for t in trial_attrs if t.get("role") in ("plain", "search") and t.get("duplicate_of") is None
+    rows = [t for t in trial_attrs if t.get("role") in (Role.PLAIN, Role.SEARCH) and t.get("duplicate_of") is None
             and t.get("graphs") is not None and isinstance(t.get("config"), dict)]
     by_key = {t.get("config_key"): t for t in rows}
     names = sorted({n for t in rows for n in t["config"].get("dynamo") or {}})
     out = []
     for name in names:
         with_it = [t for t in rows if name in (t["config"].get("dynamo") or {})]
-        pairs = [(t, by_key.get(_twin_key(t["config"], name))) for t in with_it]
-        pairs = [(t, twin) for t, twin in pairs if twin is not None]
+        candidates = [(t, by_key.get(_twin_key(t["config"], name))) for t in with_it]
+        pairs = [(t, twin) for t, twin in candidates if twin is not None]
         side = [t for t, _ in pairs] or with_it
-        other = _unique([twin for _, twin in pairs]) or [t for t in rows if name not in (t["config"].get("dynamo") or {})]
+        other = (_unique([twin for _, twin in pairs])
+                 or [t for t in rows if name not in (t["config"].get("dynamo") or {})])
         kept = {_line(b) for t in side for b in t.get("graph_break_details") or []}
         removed = {_line(b): b for t in other for b in t.get("graph_break_details") or [] if _line(b) not in kept}
         values = sorted({describe(name, t["config"]["dynamo"][name]) for t in side})
@@ -156,7 +159,7 @@ def remaining(trial_attrs: list[dict], found: list[dict]) -> list[dict]:
     removed = {_line(b) for e in found for b in e["removed"]}
     seen: dict[tuple, dict] = {}
     for t in trial_attrs:
-        if t.get("duplicate_of") is None and t.get("role") in ("plain", "search"):
+        if t.get("duplicate_of") is None and t.get("role") in (Role.PLAIN, Role.SEARCH):
             for b in t.get("graph_break_details") or []:
                 if _line(b) not in removed:
                     seen.setdefault(_line(b), dict(b, where=where(b), stays=_why_it_stays(b, found)))
@@ -227,7 +230,8 @@ def _summary(trials: list[dict]) -> dict:
         return statistics.median(values) if values else None
 
     return {"trials": sorted(t.get("number") for t in trials if t.get("number") is not None),
-            "graphs": median("graphs"), "graph_breaks": median("graph_breaks"), "median_total_s": median("total_time_s")}
+            "graphs": median("graphs"), "graph_breaks": median("graph_breaks"),
+            "median_total_s": median("total_time_s")}
 
 
 def _n(value) -> str:

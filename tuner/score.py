@@ -19,6 +19,11 @@ from dataclasses import dataclass
 from typing import Any
 
 
+def total_time(compile_s: float, steps: float, step_s: float) -> float:
+    """The score of a run: its compile once, then ``steps`` steps. Every total in the package is this."""
+    return compile_s + steps * step_s
+
+
 @dataclass(frozen=True)
 class Scoring:
     """How trials are scored; fixed for the life of a study."""
@@ -51,11 +56,11 @@ class Scoring:
         step = self.step_time(m)
         if step is None:
             return None
-        return self.compile_time(m) + self.steps * step
+        return total_time(self.compile_time(m), self.steps, step)
 
     @property
     def eager_total(self) -> float:
-        return self.steps * self.eager_step_s
+        return total_time(0.0, self.steps, self.eager_step_s)
 
     def over_memory(self, m: dict) -> bool:
         return self.max_memory_mb is not None and float(m.get("peak_memory_mb") or 0.0) > self.max_memory_mb

@@ -105,7 +105,8 @@ class Tuner:
         cached = self.caches.get(config.key()) if reuse_cache and inductor else None
         warm = warm and inductor and cached is None
         result = run_isolated(spec, timeout=trial_timeout(self.study, s), work_dir=self.work_dir, env_extra=env,
-                              cache_dir=cached, keep_cache=inductor and cached is None, compile_budget_s=compile_budget_s)
+                              cache_dir=cached, keep_cache=inductor and cached is None,
+                              compile_budget_s=compile_budget_s)
         if env:
             result["trace_dir"] = env["TORCH_TRACE"]
         if cached is not None:
@@ -295,7 +296,7 @@ class Tuner:
     # -- searching
 
     def measured_by_key(self, trials: list | None = None) -> dict[str, Any]:
-        out = {}
+        out: dict[str, Any] = {}
         for t in measured_trials(self.study if trials is None else trials, ("COMPLETE", "FAIL", "PRUNED")):
             if t.user_attrs.get("config_key"):
                 out.setdefault(t.user_attrs["config_key"], t)
@@ -415,8 +416,8 @@ class Tuner:
             note = regional_note(attrs)
             if note:
                 attrs["regional_note"] = note
-            value = attrs["total_time_s"] if attrs["status"] == "ok" else None
-            if self._finish(trial.number, attrs, value, pruned=attrs["status"] == "pruned"):
+            total = attrs["total_time_s"] if attrs["status"] == "ok" else None
+            if self._finish(trial.number, attrs, total, pruned=attrs["status"] == "pruned"):
                 run.measured += 1
                 self.on_trial(attrs)
             return True

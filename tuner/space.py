@@ -166,7 +166,8 @@ class SearchSpace:
                         out.append(changed)
                     continue
                 if value != getattr(base, dim):
-                    drop_marks = {"mark_dynamic": {}, "mark_unbacked": {}} if dim == "target" and value != WHOLE else {}
+                    drop_marks: dict[str, Any] = ({"mark_dynamic": {}, "mark_unbacked": {}}
+                                                  if dim == "target" and value != WHOLE else {})
                     changed = replace(base, **{dim: value}, **drop_marks)
                     if dim == "backend" and value != "inductor":
                         changed = replace(changed, mode=None, options={})

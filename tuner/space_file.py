@@ -8,7 +8,7 @@ from __future__ import annotations
 import difflib
 import importlib.resources
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import yaml
 
@@ -100,7 +100,7 @@ def _key_lines(node, prefix: str = "") -> dict[str, int]:
 
 
 def _validate(data: dict, path: Path, lines: dict[str, int]) -> dict[str, Any]:
-    def fail(key: str, message: str, hint: str | None = None):
+    def fail(key: str, message: str, hint: str | None = None) -> NoReturn:
         line = lines.get(key)
         where = f"{path}, line {line}" if line else str(path)
         raise SpaceError(f"{where}: `{key}` {message}", hint)
@@ -110,69 +110,106 @@ def _validate(data: dict, path: Path, lines: dict[str, int]) -> dict[str, Any]:
             close = difflib.get_close_matches(str(key), TOP_LEVEL_KEYS, n=1)
             fail(str(key), "is not a search-space key", f"did you mean `{close[0]}`?" if close else
                  f"known keys: {', '.join(TOP_LEVEL_KEYS)}")
-
-    def choices(key: str, value) -> list:
-        values = value if isinstance(value, list) else [value]
-        if not values:
-            fail(key, "has no choices", "list at least one value")
-        if len({repr(v) for v in values}) != len(values):
-            fail(key, f"lists a value twice: {values}")
-        return values
-
     space = Fields(source=str(path), description=str(data.get("description", "")))
-    if "target" in data:
-        space.target = choices("target", data["target"])
-        for t in space.target:
-            if not isinstance(t, str) or not t or t == NO_COMPILE:
-                fail("target", f"values must be whole, blocks or a module-name pattern, got {t!r}",
-                     "eager is always measured as the baseline; do not list `none`")
-    if "backend" in data:
-        space.backend = choices("backend", data["backend"])
-        known = _known_backends(space.backend)
-        for b in space.backend:
-            if b not in known:
-                close = difflib.get_close_matches(str(b), known, n=1)
-                fail("backend", f"has unknown backend {b!r}",
-                     f"did you mean `{close[0]}`?" if close else f"known: {', '.join(known)}")
-    if "mode" in data:
-        space.mode = choices("mode", data["mode"])
-        for m in space.mode:
-            if m not in MODES:
-                fail("mode", f"has unknown mode {m!r}", f"use one of {', '.join(MODES)}")
-    if "dynamic" in data:
-        space.dynamic = choices("dynamic", data["dynamic"])
-        for d in space.dynamic:
-            if d not in DYNAMIC_CHOICES:
-                fail("dynamic", f"values must be null, true, false, {MARKED} or {MARKED_UNBACKED}, got {d!r}")
-    for flag in ("fullgraph", "compile_optimizer"):
-        if flag in data:
-            setattr(space, flag, choices(flag, data[flag]))
-            for f in getattr(space, flag):
-                if not isinstance(f, bool):
-                    fail(flag, f"values must be true or false, got {f!r}")
-    if "options" in data:
-        if not isinstance(data["options"], dict):
-            fail("options", "must be a mapping of inductor option -> choices", "e.g. options: {freezing: [false, true]}")
-        space.options = _validate_options(data["options"], fail)
-    if "dynamo" in data:
-        if not isinstance(data["dynamo"], dict):
-            fail("dynamo", "must be a mapping of torch._dynamo.config setting -> choices",
-                 "e.g. dynamo: {capture_scalar_outputs: [false, true]}")
-        space.dynamo = dynamo_validate_section(data["dynamo"], fail)
-    if "precision" in data:
-        space.precision, space.precision_listed = choices("precision", data["precision"]), True
-        for p in space.precision:
-            if p is not None and p not in PRECISIONS:
-                fail("precision", f"values must be null or one of {', '.join(PRECISIONS)}, got {p!r}",
-                     f"bf16: bfloat16 autocast; tf32: TF32 matmuls (CUDA); both change numerics ({PRECISION_FLAG})")
+    for key, check in _CHECKS.items():
+        if key in data:
+            check(space, key, data[key], fail)
     return vars(space)
+
+
+def _choices(key: str, value, fail) -> list:
+    values = value if isinstance(value, list) else [value]
+    if not values:
+        fail(key, "has no choices", "list at least one value")
+    if len({repr(v) for v in values}) != len(values):
+        fail(key, f"lists a value twice: {values}")
+    return values
+
+
+def _target(space: Fields, key: str, value, fail) -> None:
+    space.target = _choices(key, value, fail)
+    for t in space.target:
+        if not isinstance(t, str) or not t or t == NO_COMPILE:
+            fail(key, f"values must be whole, blocks or a module-name pattern, got {t!r}",
+                 "eager is always measured as the baseline; do not list `none`")
+
+
+def _backend(space: Fields, key: str, value, fail) -> None:
+    space.backend = _choices(key, value, fail)
+    known = _known_backends(space.backend)
+    for b in space.backend:
+        if b not in known:
+            close = difflib.get_close_matches(str(b), known, n=1)
+            fail(key, f"has unknown backend {b!r}",
+                 f"did you mean `{close[0]}`?" if close else f"known: {', '.join(known)}")
+
+
+def _mode(space: Fields, key: str, value, fail) -> None:
+    space.mode = _choices(key, value, fail)
+    for m in space.mode:
+        if m not in MODES:
+            fail(key, f"has unknown mode {m!r}", f"use one of {', '.join(MODES)}")
+
+
+def _dynamic(space: Fields, key: str, value, fail) -> None:
+    space.dynamic = _choices(key, value, fail)
+    for d in space.dynamic:
+        if d not in DYNAMIC_CHOICES:
+            fail(key, f"values must be null, true, false, {MARKED} or {MARKED_UNBACKED}, got {d!r}")
+
+
+def _flag(space: Fields, key: str, value, fail) -> None:
+    setattr(space, key, _choices(key, value, fail))
+    for f in getattr(space, key):
+        if not isinstance(f, bool):
+            fail(key, f"values must be true or false, got {f!r}")
+
+
+def _options(space: Fields, key: str, value, fail) -> None:
+    if not isinstance(value, dict):
+        fail(key, "must be a mapping of inductor option -> choices", "e.g. options: {freezing: [false, true]}")
+    space.options = _validate_options(value, fail)
+
+
+def _dynamo(space: Fields, key: str, value, fail) -> None:
+    if not isinstance(value, dict):
+        fail(key, "must be a mapping of torch._dynamo.config setting -> choices",
+             "e.g. dynamo: {capture_scalar_outputs: [false, true]}")
+    space.dynamo = dynamo_validate_section(value, fail)
+
+
+def _precision(space: Fields, key: str, value, fail) -> None:
+    space.precision, space.precision_listed = _choices(key, value, fail), True
+    for p in space.precision:
+        if p is not None and p not in PRECISIONS:
+            fail(key, f"values must be null or one of {', '.join(PRECISIONS)}, got {p!r}",
+                 f"bf16: bfloat16 autocast; tf32: TF32 matmuls (CUDA); both change numerics ({PRECISION_FLAG})")
 
 
 class Fields:
     """The fields validated so far, as attributes (the validation reads like it sets a space's)."""
 
+    # Declared for the type checker only: unset ones stay out of ``vars()``, the validated space.
+    source: str
+    description: str
+    target: list
+    backend: list
+    mode: list
+    dynamic: list
+    fullgraph: list
+    compile_optimizer: list
+    options: dict[str, list]
+    dynamo: dict[str, list]
+    precision: list
+    precision_listed: bool
+
     def __init__(self, **fields: Any) -> None:
         self.__dict__.update(fields)
+
+
+#: Each key of a space file and its check, in the order they are checked.
+_CHECKS = {"target": _target, "backend": _backend, "mode": _mode, "dynamic": _dynamic, "fullgraph": _flag,
+           "compile_optimizer": _flag, "options": _options, "dynamo": _dynamo, "precision": _precision}
 
 
 def _validate_options(options: dict, fail) -> dict[str, list]:

@@ -6,6 +6,8 @@ tuner/measure/), so both sides share this one definition and nothing else.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
+from typing import Any, TypedDict
 
 #: What a trial's figures mean. Bump it when a change makes old figures incomparable with new
 #: ones; a study keeps the version it was started with (tuner/study/_settings.py).
@@ -14,6 +16,19 @@ from dataclasses import dataclass
 #: 3: the input schedule timed in arrival order; confirmation times each config alone in its
 #:    process and divides eager alone by it.
 MEASUREMENT = 3
+
+
+class Role(str, Enum):
+    """What a trial of a study is for; stored as its ``role`` attribute (a plain string)."""
+
+    EAGER = "eager"
+    """The eager baseline: the yardstick, both sides of its timing eager."""
+    PLAIN = "plain"
+    """Plain ``torch.compile(model)``: the config a tuned one must beat."""
+    SEARCH = "search"
+    """A config the search suggested."""
+
+    __str__ = str.__str__  # "eager", as stored, not "Role.EAGER"
 
 
 @dataclass
@@ -60,3 +75,67 @@ class TrialSpec:
     """Lanes: the CPU cores the trial times on, holding the slot."""
     compile_cores: list[int] | None = None
     """Lanes: the CPU cores the trial compiles (and does everything untimed) on."""
+
+
+class Measurement(TypedDict, total=False):
+    """What a trial process returns (its result JSON, written stage by stage: tuner/measure/) and
+    the tuner adds to it: every key that a study keeps as a trial attribute (``MEASURED``), plus
+    ``status`` and ``failure``. A failed trial has the keys of the stages it finished."""
+
+    status: str
+    """``ok``, ``failed`` or ``pruned``."""
+    failure: dict[str, Any]
+    """A failed trial's category, explanation, hint and raw error (tuner/diagnose.py)."""
+    compile_time_s: float
+    first_call_s: float
+    step_s: float
+    """The config's steady step time over the run's mix of inputs (seconds)."""
+    eager_step_s: float | None
+    """Eager's, timed side by side in the same process; None when the config was timed alone."""
+    speedup: float | None
+    step_spread: float
+    eager_step_spread: float | None
+    round_ratios: list[float | None]
+    timed_steps: int
+    peak_memory_mb: float
+    eager_peak_memory_mb: float
+    compile_peak_memory_mb: float
+    steady_peak_memory_mb: float
+    correct: bool
+    correctness_error: str | None
+    graphs: int
+    graph_breaks: int
+    graph_break_events: int
+    library_graph_breaks: int
+    graph_break_details: list[dict[str, Any]]
+    recompiles: int
+    recompile_details: list[dict[str, Any]]
+    recompile_limit_hit: bool
+    recompile_time_s: float
+    schedule_len: int
+    schedule_step_s: float
+    schedule_eager_step_s: float | None
+    regions: int | None
+    region_names: list[str]
+    trial_wall_s: float
+    child_wall_s: float
+    environment: dict[str, Any]
+    trace_dir: str
+    compile_time_warm_s: float
+    pruned_reason: str
+    child_import_s: float
+    warm_compile_wall_s: float
+    mix: list[dict[str, Any]]
+    stochastic: bool
+    correctness_check: str
+    baseline_memory_mb: float
+    slot_wait_s: float
+    timing_cores: list[int]
+    timing: str
+    """``beside`` or ``alone`` (tuner/measure/timing.py)."""
+    arrival_order: bool
+
+
+#: The measurements a study keeps as trial attributes: every key of :class:`Measurement` but the
+#: outcome itself (``status``, ``failure``), which the trial's state and failure columns hold.
+MEASURED = tuple(k for k in Measurement.__annotations__ if k not in ("status", "failure"))

@@ -24,6 +24,7 @@ import threading
 import time
 import warnings
 from pathlib import Path
+from typing import Any
 from urllib.parse import unquote
 
 from .errors import StudyError
@@ -99,7 +100,7 @@ def open_storage(url: str, heartbeat: int = HEARTBEAT_S):
     db_url = _sqlalchemy_url(url)
     if db_url.startswith("sqlite"):
         # Several workers may share one SQLite file: wait for its lock instead of failing.
-        engine_kwargs = {"connect_args": {"timeout": 60}}
+        engine_kwargs: dict[str, Any] = {"connect_args": {"timeout": 60}}
     else:
         engine_kwargs = {"pool_pre_ping": True}  # a worker outlives idle connections
     for attempt in range(3):
@@ -128,7 +129,8 @@ def _open_journal(url: str):
         return JournalStorage(JournalFileBackend(str(path)))
     except OSError as exc:
         raise StudyError(f"cannot open the journal file {path}: {exc.strerror or exc}",
-                         "give a path on a filesystem every worker can write, e.g. journal:///shared/study.log")
+                         "give a path on a filesystem every worker can write, e.g. journal:///shared/study.log",
+                         ) from exc
 
 
 def _sqlalchemy_url(url: str) -> str:

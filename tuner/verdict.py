@@ -112,20 +112,21 @@ def _pick_time(study, scoring: Scoring, eager, candidates, tuned_on: dict) -> Tu
     plain = next(iter(measured_trials(study, roles=(ROLE_PLAIN,))), None)
     eager_total = eager.value
     if best is None or best.value >= eager_total:
-        measured = {"eager_step_time_ms": scoring.eager_step_s * 1e3, "total_time_s": eager_total,
-                    "best_compiled": best.user_attrs.get("config_label") if best else None,
-                    "best_compiled_total_time_s": best.value if best else None,
-                    "reason": "no compiled config beat eager over the scored steps"}
+        measured: dict[str, Any] = {"eager_step_time_ms": scoring.eager_step_s * 1e3, "total_time_s": eager_total,
+                                    "best_compiled": best.user_attrs.get("config_label") if best else None,
+                                    "best_compiled_total_time_s": best.value if best else None,
+                                    "reason": "no compiled config beat eager over the scored steps"}
         if best is not None:  # what it would have cost: the verdict text explains the loss with these
             compile_s = scoring.compile_time(best.user_attrs)
-            measured.update(best_compiled_speedup=best.user_attrs.get("speedup"), best_compiled_compile_time_s=compile_s,
+            measured.update(best_compiled_speedup=best.user_attrs.get("speedup"),
+                            best_compiled_compile_time_s=compile_s,
                             best_compiled_break_even_steps=break_even_steps(
                                 compile_s, scoring.eager_step_s, best.user_attrs["step_time_s"]))
         return TunedConfig(EAGER, "stay_eager", measured, tuned_on)
     a = best.user_attrs
     step = a["step_time_s"]
     compile_s = scoring.compile_time(a)  # the compile cost the score counted (cold or warm)
-    measured: dict[str, Any] = {
+    measured = {
         "speedup_vs_eager": a["speedup"],
         "speedup_vs_plain_compile": (a["speedup"] / plain.user_attrs["speedup"]) if plain else None,
         "total_time_s": best.value,
@@ -168,7 +169,8 @@ def _from_confirmation(decision: dict, scoring: Scoring, tuned_on: dict, study) 
     by_key = {CompileConfig.from_dict(c["config"]).key(): c for c in decision["candidates"]}
     eager = by_key["none"]
     plain = by_key.get(CompileConfig().key())
-    base = {"confirmed": True, "confirm_rounds": decision.get("rounds_done") or decision.get("rounds"), "reason": decision["reason"],
+    base = {"confirmed": True, "confirm_rounds": decision.get("rounds_done") or decision.get("rounds"),
+            "reason": decision["reason"],
             "eager_total_time_s": eager["total_time_s"], "eager_step_time_ms": decision["eager_step_s"] * 1e3,
             "eager_total_time_range_s": [eager["total_time_min_s"], eager["total_time_max_s"]]}
     if decision.get("noise_floor") is not None:  # eager alone in two fresh processes a round (tuner/confirm.py)

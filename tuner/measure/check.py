@@ -116,6 +116,7 @@ def run_check(spec: TrialSpec) -> dict[str, Any]:
         if key == "breaks":
             result.update(_breaks(model, inputs, train))
             continue
+        assert schedule is not None  # every trace but the plain one is over the schedule
         shown = how.pop("shown", how.get("marks"))
         traced = _trace(model, schedule, train=train, **how)
         per_dynamic[key] = {**_over_schedule(traced), **({"marks": shown} if shown else {})}
@@ -141,7 +142,7 @@ def _breaks(model, inputs, train: bool) -> dict[str, Any]:
         "graph_breaks": default["breaks"],
         "graphs": default["graphs"],
         "trace_error": default["error"],
-        "numpy": [{"file": f, "line": l, "code": c} for f, l, c in numpy_lines],
+        "numpy": [{"file": f, "line": n, "code": c} for f, n, c in numpy_lines],
         "data_dependent": data_dependent,
         "fullgraph_possible": not default["breaks"] and default["error"] is None,
     }
@@ -194,7 +195,8 @@ def format_check(found: dict[str, Any], name: str) -> str:
             reason = f"  e.g. {v['reasons'][0]}" if v["reasons"] else ""
             marks = " " + ", ".join(f"{k}[{d}] {r[0]}-{r[1]}" for k, dims in v["marks"].items()
                                     for d, r in dims.items()) if v.get("marks") else ""
-            lines.append(f"    dynamic={key:5s} {v['recompiles']} recompile(s), {v['graphs']} graph(s){extra}{reason}{marks}")
+            lines.append(f"    dynamic={key:5s} {v['recompiles']} recompile(s), {v['graphs']} graph(s)"
+                         f"{extra}{reason}{marks}")
         rec = sched["recommended_dynamic"]
         why = {"null": "the default settles after few recompiles",
                "true": "fewest recompiles; static shapes recompile for every new shape",

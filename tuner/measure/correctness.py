@@ -7,6 +7,7 @@ own RMSE against it (compiled code may legitimately round differently, but not w
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 from ..precision import TOLERANCE_DTYPE
@@ -56,62 +57,65 @@ def compare(reference: Any, result: Any, *, fp64_reference: Any = None, tol: flo
         >>> compare(x, x.bfloat16(), precision="bf16") is None
         True
     """
-    import torch
 
     ref, res = flatten(reference), flatten(result)
     if precision:
         tol = max(tol, PRECISION_TOLERANCE[precision])
         res = {k: (b.to(ref[k].dtype) if k in ref and b.is_floating_point() and ref[k].is_floating_point() else b)
                for k, b in res.items()}
-    ref64: dict[str, Any] | None = None
     if set(ref) != set(res):
         return f"output structure differs: eager has {sorted(ref)[:4]}, compiled has {sorted(res)[:4]}"
-    for key in ref:
-        a, b = ref[key], res[key]
-        if a.shape != b.shape:
-            return f"{key}: shape {tuple(b.shape)} != eager {tuple(a.shape)}"
-        if a.dtype != b.dtype:
-            return f"{key}: dtype {b.dtype} != eager {a.dtype}"
-        if not a.is_floating_point() and not a.is_complex():
-            if not torch.equal(a, b):
-                return f"{key}: integer/bool values differ from eager"
-            continue
-        a, b = a.detach(), b.detach()
-        low_precision = str(a.dtype).removeprefix("torch.") in DTYPE_TOLERANCE
-        t = max(tol, DTYPE_TOLERANCE.get(str(a.dtype).removeprefix("torch."), 0.0))
-        if torch.allclose(a, b, atol=t, rtol=t, equal_nan=True):
-            continue
-        if precision:
-            finite = torch.isfinite(a)
-            if not torch.equal(finite, torch.isfinite(b)):  # overflow: NaN would slip through the cosine test
-                return f"{key} (precision {precision}): non-finite values where eager has finite ones, or the reverse"
-            problem = _cosine_problem(a[finite], b[finite], t)
-            if problem is None:
-                continue
-            return f"{key} (precision {precision}, tolerance {t:g}): {problem}"
-        if ref64 is None:
+    ref64: list[dict[str, Any]] = []
+
+    def fp64_of(key: str) -> Any:  # the float64 reference is computed once, on the first tensor that needs it
+        if not ref64:
             given = fp64_reference() if callable(fp64_reference) else fp64_reference
-            ref64 = flatten(given) if given is not None else {}
-        fp64 = ref64.get(key)
-        if fp64 is not None and fp64.shape == a.shape:
-            fp64 = fp64.detach().to(torch.float64)
-            ref_err = _rmse(fp64, a)
-            res_err = _rmse(fp64, b)
-            multiplier = 3.0 if low_precision else 2.0
-            if a.numel() < 1000 or t >= 2e-2:
-                multiplier = 3.0
-            if res_err <= multiplier * ref_err + t / 10.0:
-                continue
-            return (f"{key}: RMSE vs float64 reference {res_err:.3g} > {multiplier:g} x eager's "
-                    f"{ref_err:.3g} + {t / 10:.1g}")
-        if low_precision:
-            problem = _cosine_problem(a, b, t)
-            if problem is None:
-                continue
-            return f"{key} ({str(a.dtype).removeprefix('torch.')}): {problem}"
-        diff = (a.double() - b.double()).abs().max().item()
-        return f"{key}: max abs difference {diff:.3g} exceeds tolerance {t:g}"
+            ref64.append(flatten(given) if given is not None else {})
+        return ref64[0].get(key)
+
+    for key in ref:
+        problem = _tensor_problem(key, ref[key], res[key], tol, precision, fp64_of)
+        if problem:
+            return problem
     return None
+
+
+def _tensor_problem(key: str, a: Any, b: Any, tol: float, precision: str | None,
+                    fp64_of: Callable[[str], Any]) -> str | None:
+    """:func:`compare` for one tensor of the output."""
+    import torch
+
+    if a.shape != b.shape:
+        return f"{key}: shape {tuple(b.shape)} != eager {tuple(a.shape)}"
+    if a.dtype != b.dtype:
+        return f"{key}: dtype {b.dtype} != eager {a.dtype}"
+    if not a.is_floating_point() and not a.is_complex():
+        return None if torch.equal(a, b) else f"{key}: integer/bool values differ from eager"
+    a, b = a.detach(), b.detach()
+    dtype = str(a.dtype).removeprefix("torch.")
+    low_precision = dtype in DTYPE_TOLERANCE
+    t = max(tol, DTYPE_TOLERANCE.get(dtype, 0.0))
+    if torch.allclose(a, b, atol=t, rtol=t, equal_nan=True):
+        return None
+    if precision:
+        finite = torch.isfinite(a)
+        if not torch.equal(finite, torch.isfinite(b)):  # overflow: NaN would slip through the cosine test
+            return f"{key} (precision {precision}): non-finite values where eager has finite ones, or the reverse"
+        problem = _cosine_problem(a[finite], b[finite], t)
+        return None if problem is None else f"{key} (precision {precision}, tolerance {t:g}): {problem}"
+    fp64 = fp64_of(key)
+    if fp64 is not None and fp64.shape == a.shape:
+        fp64 = fp64.detach().to(torch.float64)
+        ref_err, res_err = _rmse(fp64, a), _rmse(fp64, b)
+        multiplier = 3.0 if low_precision or a.numel() < 1000 or t >= 2e-2 else 2.0
+        if res_err <= multiplier * ref_err + t / 10.0:
+            return None
+        return f"{key}: RMSE vs float64 reference {res_err:.3g} > {multiplier:g} x eager's {ref_err:.3g} + {t / 10:.1g}"
+    if low_precision:
+        problem = _cosine_problem(a, b, t)
+        return None if problem is None else f"{key} ({dtype}): {problem}"
+    diff = (a.double() - b.double()).abs().max().item()
+    return f"{key}: max abs difference {diff:.3g} exceeds tolerance {t:g}"
 
 
 def _cosine_problem(a, b, tol: float) -> str | None:

@@ -19,7 +19,7 @@ from typing import Any
 
 from ..config import CompileConfig
 from ..runtime.apply import apply_config, optimizer_step
-from ..runtime.precision import MARK as PRECISION_MARK
+from ..runtime.apply_precision import MARK as PRECISION_MARK
 from ..targets import target_modules
 from ..workload import call_model
 from .devices import timed
@@ -113,6 +113,7 @@ class Step:
             if inspect:
                 inspect(out, None)
             return out
+        assert self.optimizer is not None  # a train step always builds one
         self.optimizer.zero_grad(set_to_none=True)
         out = call_model(self.model, inputs)
         loss = self.workload.loss_fn(out, inputs)

@@ -28,8 +28,9 @@ import dataclasses
 import json
 import os
 import statistics
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from ..config import CompileConfig
 from ..diagnose import DynamoLogCapture, failure
@@ -90,55 +91,28 @@ def run_trial(spec: TrialSpec, rec: Recorder) -> None:
         estimates = [statistics.median(timed_steps(step, e.inputs, max(2, spec.warmup - 1), device)) for e in mix]
     rec.update(stochastic=stochastic, eager_peak_memory_mb=eager_mem.peak_mb)
 
-    first_pass: list[float] = []
-    if config.compiles:
-        # 2. compile: first call + warm-up beyond steady state, then the schedule once
-        rec.stage("compile")
-        regions = step.compile(config)
-        rec.update(regions=len(regions), region_names=[n or "<model>" for n, _ in regions][:50])
-        with DynamoLogCapture() as logs, PeakMemory(device) as compile_mem:
-            first, _ = timed(lambda: step(inputs), device)
-            rec.update(first_call_s=first)
-            warm = timed_steps(step, inputs, spec.warmup, device)
-            if schedule:
-                rec.stage("schedule")
-                first_pass = [timed(lambda: step(item), device)[0] for item in schedule]
-        rec.update(compile_peak_memory_mb=compile_mem.peak_mb)
-        _record_dynamo(rec, logs)
-    else:
+    compiled = _compile(step, config, inputs, schedule, spec, rec) if config.compiles else None
+    if compiled is None:
         rec.update(compile_time_s=0.0, first_call_s=first_eager, correct=True)
 
     # 3-4 hold the machine's timing slot where lanes run (--parallel): the only stages whose
     # figures another trial's compile would disturb
     with timing_slot(spec, rec):
-        # 3. steady steps over the mix, eager and compiled alternately
+        # 3. steady steps over the mix, eager and compiled alternately (or the config alone)
         rec.stage("timing")
         timing = time_steps(step, mix, schedule, spec.rounds, spec.measure_seconds, estimates, device,
                             alone=spec.timing == "alone")
         rec.update(**timing.figures())
-        if config.compiles:
-            steady_example = timing.compiled_median_for(inputs)
-            if steady_example is None:  # the example's shape is not in the schedule: time it on its own
-                steady_example = statistics.median(timed_steps(step, inputs, 5, device))
-            compile_time = first + sum(warm) - (1 + len(warm)) * steady_example
-            recompile_cost = 0.0
-            if schedule:
-                steady = [timing.compiled_median_for(item) for item in schedule]
-                recompile_cost = max(0.0, sum(first_pass) - sum(steady))
-                rec.update(schedule_len=len(schedule), recompile_time_s=recompile_cost,
-                           schedule_step_s=timing.compiled_mix_s, schedule_eager_step_s=timing.eager_mix_s)
-            rec.update(compile_time_s=max(compile_time, 0.0) + recompile_cost)
-
-        # 4. steady peak memory over the mix
-        if config.compiles:
+        if compiled is not None:
+            rec.update(compile_time_s=_compile_time(step, timing, inputs, schedule, compiled, device, rec))
+            # 4. steady peak memory over the mix
             rec.stage("memory")
             with PeakMemory(device) as steady_mem:
                 for entry in mix:
                     for _ in range(2):
                         step(entry.inputs)
-            compile_peak = rec.data["compile_peak_memory_mb"]
             rec.update(steady_peak_memory_mb=steady_mem.peak_mb,
-                       peak_memory_mb=max(compile_peak, steady_mem.peak_mb))
+                       peak_memory_mb=max(rec.data["compile_peak_memory_mb"], steady_mem.peak_mb))
         else:
             rec.update(steady_peak_memory_mb=eager_mem.peak_mb, peak_memory_mb=eager_mem.peak_mb)
 
@@ -152,6 +126,51 @@ def run_trial(spec: TrialSpec, rec: Recorder) -> None:
             rec.update(status="failed", failure=failure("wrong_results", problem).to_dict())
             return
     rec.update(status="ok", stage="done")
+
+
+@dataclass
+class _Compiled:
+    """What the compile stage timed: the first call, the warm-up steps, the schedule's first pass."""
+
+    first: float
+    warm: list[float]
+    first_pass: list[float]
+
+
+def _compile(step: Step, config: CompileConfig, inputs, schedule, spec: TrialSpec, rec: Recorder) -> _Compiled:
+    """2. compile: the first call, warm-up steps beyond steady state, then the schedule once (its
+    recompiles); Dynamo's graphs, breaks and recompiles, and the compile's peak memory."""
+    rec.stage("compile")
+    regions = step.compile(config)
+    rec.update(regions=len(regions), region_names=[n or "<model>" for n, _ in regions][:50])
+    first_pass: list[float] = []
+    with DynamoLogCapture() as logs, PeakMemory(spec.device) as compile_mem:
+        first, _ = timed(lambda: step(inputs), spec.device)
+        rec.update(first_call_s=first)
+        warm = timed_steps(step, inputs, spec.warmup, spec.device)
+        if schedule:
+            rec.stage("schedule")
+            first_pass = [timed(lambda x=item: step(x), spec.device)[0] for item in schedule]
+    rec.update(compile_peak_memory_mb=compile_mem.peak_mb)
+    _record_dynamo(rec, logs)
+    return _Compiled(first, warm, first_pass)
+
+
+def _compile_time(step: Step, timing, inputs, schedule, compiled: _Compiled, device: str, rec: Recorder) -> float:
+    """The compile's cost: the first call and warm-up steps beyond as many steady steps, plus the
+    schedule's first pass beyond its steady steps (its recompiles)."""
+    steady_example = timing.compiled_median_for(inputs)
+    if steady_example is None:  # the example's shape is not in the schedule: time it on its own
+        steady_example = statistics.median(timed_steps(step, inputs, 5, device))
+    compile_time = compiled.first + sum(compiled.warm) - (1 + len(compiled.warm)) * steady_example
+    recompile_cost = 0.0
+    if schedule:
+        # never None: the arrival windows time every input of the schedule compiled (timing.py)
+        steady = cast("list[float]", [timing.compiled_median_for(item) for item in schedule])
+        recompile_cost = max(0.0, sum(compiled.first_pass) - sum(steady))
+        rec.update(schedule_len=len(schedule), recompile_time_s=recompile_cost,
+                   schedule_step_s=timing.compiled_mix_s, schedule_eager_step_s=timing.eager_mix_s)
+    return max(compile_time, 0.0) + recompile_cost
 
 
 def _check_correctness(step: Step, config: CompileConfig, mix, stochastic: bool, spec: TrialSpec, tol: float):

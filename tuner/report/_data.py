@@ -16,6 +16,8 @@ from ..budget import BUDGET_ATTR, PHASE_ATTR, budget_line, format_duration
 from ..diagnose import unique_breaks, unique_recompiles
 from ..repair import effects as repair_effects
 from ..repair import remaining
+from ..score import total_time
+from ..spec import Role
 from ..study import hardware_mismatch, measured_trials
 from ._fmt import missing, number, text, truthy
 from ._tables import measured, trials_frame
@@ -35,7 +37,7 @@ class Line:
     step_s: float
 
     def total(self, steps: float) -> float:
-        return self.compile_s + steps * self.step_s
+        return total_time(self.compile_s, steps, self.step_s)
 
 
 @dataclass
@@ -94,7 +96,7 @@ class ReportData:
     def best_row(self) -> pd.Series | None:
         """The picked config's trial; under "stay eager", the best compiled one (if any)."""
         m = self.tuned.measured
-        rows = self.complete[self.complete["role"] != "eager"]
+        rows = self.complete[self.complete["role"] != Role.EAGER]
         if self.compile_verdict and "trial" in m:
             rows = rows[rows["number"] == m["trial"]]
         elif m.get("best_compiled"):
@@ -111,7 +113,7 @@ class ReportData:
     def dimension_values(self) -> list[dict]:
         """Per search dimension with two or more values: median and best total per value."""
         rows = self.measured
-        rows = rows[(rows["role"] != "eager") & rows["state"].isin(("COMPLETE", "FAIL")) & rows["target"].notna()]
+        rows = rows[(rows["role"] != Role.EAGER) & rows["state"].isin(("COMPLETE", "FAIL")) & rows["target"].notna()]
         if rows.empty:
             return []
         # Every trial here has a config, so a missing value is the setting's None (dynamic=None: automatic).
@@ -132,7 +134,8 @@ class ReportData:
                 sub = rows.loc[group.index]
                 ok = sub[(sub["state"] == "COMPLETE") & sub["total_time_s"].notna()]["total_time_s"].astype(float)
                 out.append({
-                    "dimension": dim, "value": value, "trials": len(sub), "failed": int((sub["state"] != "COMPLETE").sum()),
+                    "dimension": dim, "value": value, "trials": len(sub),
+                    "failed": int((sub["state"] != "COMPLETE").sum()),
                     "median_total_s": statistics.median(ok) if len(ok) else None,
                     "best_total_s": float(ok.min()) if len(ok) else None,
                 })
@@ -143,7 +146,7 @@ def collect(study, tuned, scoring) -> ReportData:
     """Gather a :class:`ReportData` from an Optuna study and the config picked from it."""
     trials = study.get_trials(deepcopy=False)
     own = [t for t in trials if not t.user_attrs.get("duplicate_of")]
-    environment = next((t.user_attrs["environment"] for t in own if t.user_attrs.get("role") == "eager"
+    environment = next((t.user_attrs["environment"] for t in own if t.user_attrs.get("role") == Role.EAGER
                         and t.user_attrs.get("environment")), None)
     if environment is None:
         environment = next((t.user_attrs["environment"] for t in own if t.user_attrs.get("environment")), {})
@@ -201,7 +204,7 @@ def _option_columns(rows: pd.DataFrame) -> dict[str, pd.Series]:
     inductor = rows["backend"] == "inductor"
     out = {}
     for name in names:
-        column = parsed.map(lambda d: str(d[name]) if name in d else "default")
+        column = parsed.map(lambda d, name=name: str(d[name]) if name in d else "default")
         out[name] = column.where(inductor, None)
     return out
 

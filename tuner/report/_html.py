@@ -22,7 +22,8 @@ from ._verdict import verdict
 CSS = """
 body{font:15px/1.5 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:#111827;margin:0;background:#f9fafb}
 main{max-width:1180px;margin:0 auto;padding:24px 32px 64px}
-h1{font-size:24px;margin:0 0 4px}h2{font-size:19px;margin:36px 0 10px;border-bottom:1px solid #e5e7eb;padding-bottom:4px}
+h1{font-size:24px;margin:0 0 4px}
+h2{font-size:19px;margin:36px 0 10px;border-bottom:1px solid #e5e7eb;padding-bottom:4px}
 h3{font-size:16px;margin:0 0 6px}.sub{color:#4b5563;margin:0 0 20px}
 .verdict{border-radius:10px;padding:18px 22px;background:#ecfdf5;border:1px solid #6ee7b7}
 .verdict.eager{background:#fff7ed;border-color:#fdba74}.verdict h2{border:0;margin:0 0 6px;font-size:22px}
@@ -36,7 +37,8 @@ figure svg{width:100%;max-width:960px;height:auto;display:block}figcaption{color
 table{border-collapse:collapse;width:100%;background:#fff;font-size:13px;margin-bottom:8px}
 th,td{border:1px solid #e5e7eb;padding:4px 8px;text-align:left;vertical-align:top}
 th{background:#f3f4f6}th.sortable{cursor:pointer;user-select:none}
-th.sortable:after{content:" \\2195";color:#9ca3af}td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
+th.sortable:after{content:" \\2195";color:#9ca3af}
+td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 tr.best td{background:#fff7ed}tr.failed td{color:#991b1b}code,pre{font:12px ui-monospace,Menlo,Consolas,monospace}
 pre{background:#111827;color:#f9fafb;padding:10px 14px;border-radius:8px;overflow:auto}
 details pre{white-space:pre-wrap;max-height:300px}dl.env{display:grid;grid-template-columns:160px 1fr;gap:2px 16px}
@@ -135,7 +137,8 @@ def _table(headers, rows, sortable: bool = False, row_classes=None) -> str:
                 cells.append(f"<td>{escape(str(cell))}</td>")
         body.append(f"<tr{cls}>{''.join(cells)}</tr>")
     css = ' class="sortable"' if sortable else ""
-    return f"<div class=\"scroll\"><table{css}><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table></div>"
+    return (f"<div class=\"scroll\"><table{css}><thead><tr>{head}</tr></thead>"
+            f"<tbody>{''.join(body)}</tbody></table></div>")
 
 
 def _table_section(key, title, headers, rows, none_text) -> str:
@@ -157,18 +160,21 @@ def _graph_breaks_section(data: ReportData) -> str:
     for b in data.graph_breaks:
         where = f"{b.get('file')}:{b.get('line')}"
         rows.append(f"<tr><td title=\"{escape(where)}\"><code>{escape(_short(where))}</code></td>"
-                    f"<td><code>{escape(str(b.get('code') or ''))}</code></td><td>{escape(str(b.get('reason') or ''))}</td>"
+                    f"<td><code>{escape(str(b.get('code') or ''))}</code></td>"
+                    f"<td>{escape(str(b.get('reason') or ''))}</td>"
                     f"<td>{escape(str(b.get('hint') or ''))}</td><td class=\"num\">{len(b['trials'])}</td></tr>")
     head = "".join(f"<th>{h}</th>" for h in ("where", "code", "reason", "what to do", "trials"))
     return (f'<h2 id="graph-breaks">Graph breaks</h2><p class="note">Unique source lines where Dynamo split the '
-            f"graph, the most frequent first.</p><table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>")
+            f"graph, the most frequent first.</p><table><thead><tr>{head}</tr></thead>"
+            f"<tbody>{''.join(rows)}</tbody></table>")
 
 
 def _recompiles_section(data: ReportData) -> str:
     if not data.recompiles:
         return '<h2 id="recompiles">Recompiles</h2><p class="note">No trial recompiled.</p>'
     rows = [f"<tr><td><code>{escape(str(r.get('function') or ''))}</code></td>"
-            f"<td title=\"{escape(str(r.get('where') or ''))}\"><code>{escape(_short(str(r.get('where') or '')))}</code></td>"
+            f"<td title=\"{escape(str(r.get('where') or ''))}\">"
+            f"<code>{escape(_short(str(r.get('where') or '')))}</code></td>"
             f"<td>{escape(str(r.get('reason') or ''))}</td><td class=\"num\">{len(r['trials'])}</td></tr>"
             for r in data.recompiles]
     head = "".join(f"<th>{h}</th>" for h in ("function", "where", "guard that failed", "trials"))

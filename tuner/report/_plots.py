@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from ..score import break_even_steps
 from ..score import pareto_front as front_of
+from ..spec import Role
 from ._data import MIN_TRIALS_FOR_IMPORTANCE, ReportData
 from ._fmt import number, text
 
@@ -37,7 +38,7 @@ def figures(data: ReportData) -> list[Figure]:
 
 def group_of(row) -> str:
     """Color key: backend, plus the mode for inductor."""
-    if row.get("role") == "eager":
+    if row.get("role") == Role.EAGER:
         return "eager"
     backend = text(row.get("backend"))
     return f"{backend}/{text(row.get('mode')) or 'default'}" if backend == "inductor" else backend
@@ -90,17 +91,18 @@ def break_even(data: ReportData) -> Figure:
                   f"Total time (compile + steps x step time) against the number of steps. Where a line crosses "
                   f"eager's, compiling has paid for itself; the dashed line is the {steps:,} steps you scored."
                   + (" Lines use the search's single measurements; the verdict above uses the confirmed medians, "
-                     "so its break-even step count can differ a little." if data.tuned.measured.get("confirmed") else ""))
-    eager = data.line(data.role_row("eager"), "eager")
-    plain = data.line(data.role_row("plain"), "plain torch.compile")
+                     "so its break-even step count can differ a little."
+                     if data.tuned.measured.get("confirmed") else ""))
+    eager = data.line(data.role_row(Role.EAGER), "eager")
+    plain = data.line(data.role_row(Role.PLAIN), "plain torch.compile")
     best_row = data.best_row()
     best = data.line(best_row, f"best: {text(best_row.get('config_label'))}" if best_row is not None else "")
     if eager is None:
         fig_.empty = "The eager baseline has no measurement, so there is nothing to compare against."
         return fig_
-    compiled = [(plain, PLAIN_COLOR), (best, BEST_COLOR)]
-    compiled = [(line, color) for line, color in compiled if line is not None]
-    if best is not None and plain is not None and best_row is not None and best_row.get("role") == "plain":
+    candidates = [(plain, PLAIN_COLOR), (best, BEST_COLOR)]
+    compiled = [(line, color) for line, color in candidates if line is not None]
+    if best is not None and plain is not None and best_row is not None and best_row.get("role") == Role.PLAIN:
         compiled = [(best, BEST_COLOR)]
     if not compiled:
         fig_.empty = "No compiled config finished correctly, so there is no line to break even with."
@@ -150,7 +152,7 @@ def compile_vs_step(data: ReportData) -> Figure:
                   "Every measured trial: left is cheaper to compile, lower is faster per step. "
                   "Colored by backend and mode; the picked config is ringed.")
     rows = data.complete
-    if rows[rows["role"] != "eager"].empty:
+    if rows[rows["role"] != Role.EAGER].empty:
         fig_.empty = "No compiled config finished, so there is no trade-off to show."
         return fig_
     fig, ax = _new_figure()
@@ -164,7 +166,7 @@ def memory_vs_total(data: ReportData) -> Figure:
                   "Lower left is better. The Pareto front (no other config is both faster and leaner) is joined "
                   "by the dashed line.")
     rows = data.complete[data.complete["peak_memory_mb"].notna()]
-    if rows[rows["role"] != "eager"].empty:
+    if rows[rows["role"] != Role.EAGER].empty:
         fig_.empty = "No compiled config finished with a peak memory measurement, so there is nothing to trade off."
         return fig_
     fig, ax = _new_figure()
@@ -230,7 +232,7 @@ def importances(data: ReportData) -> Figure:
                   "PED-ANOVA importances (optuna.importance.get_param_importances): how much each setting decides "
                   "whether a trial lands among the fastest. With few trials, read them as a hint.")
     if not data.importances:
-        n = int(((data.measured["role"] == "search") & (data.measured["state"] == "COMPLETE")).sum())
+        n = int(((data.measured["role"] == Role.SEARCH) & (data.measured["state"] == "COMPLETE")).sum())
         fig_.empty = (f"Parameter importances need at least {MIN_TRIALS_FOR_IMPORTANCE} completed search trials "
                       f"with varied settings; this study has {n}. The comparison by value above stands in for them.")
         return fig_

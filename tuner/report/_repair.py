@@ -48,7 +48,8 @@ def html(data: ReportData, render_table) -> str:
 
     if not data.repairs:
         return ""
-    out = f'<h2 id="repair">{TITLE}</h2><p class="note">{escape(NOTE)}</p>{render_table(REPAIR_HEADERS, repair_rows(data))}'
+    out = (f'<h2 id="repair">{TITLE}</h2><p class="note">{escape(NOTE)}</p>'
+           f"{render_table(REPAIR_HEADERS, repair_rows(data))}")
     if data.unrepaired:
         out += f'<p class="note">Graph breaks that stay:</p>{render_table(STAYS_HEADERS, stays_rows(data))}'
     return out

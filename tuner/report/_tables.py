@@ -96,7 +96,8 @@ def summary_table(frame: pd.DataFrame, top: int = 10) -> str:
                 lines.append(f"  #{row['number']} {row.get('config_label')}: pruned - {text(row.get('pruned_reason'))}")
                 continue
             category = failure_category(row)
-            lines.append(f"  #{row['number']} {row.get('config_label')}: {category} - {text(row.get('failure_explanation'))}")
+            lines.append(f"  #{row['number']} {row.get('config_label')}: {category} - "
+                         f"{text(row.get('failure_explanation'))}")
     return "\n".join(lines)
 
 

@@ -83,7 +83,8 @@ def _eager_verdict(m: dict, steps: int, failed: int | None) -> Verdict:
     else:
         why = (f"its steps are {ratio(m.get('best_compiled_speedup'))} as fast as eager's, but compiling costs "
                f"{seconds(compile_s)}")
-        why += ", and it never pays that back" if missing(pays_off) else f", which pays off only after {count(pays_off)} steps"
+        why += (", and it never pays that back" if missing(pays_off)
+                else f", which pays off only after {count(pays_off)} steps")
         sentence += f"{seconds(total)}: {why}."
     facts += [("best compiled", best, ""), ("its total", seconds(total), f"eager {seconds(eager_total)}")]
     if not missing(compile_s):
@@ -159,7 +160,8 @@ def extra_facts(m: dict, thread_check: dict | None) -> list[tuple[str, str, str]
     regional = m.get("regional_compile")
     if regional:
         facts.append(("regional compile", f"{seconds(regional['blocks_compile_s'])} (blocks)",
-                      f"{seconds(regional['whole_compile_s'])} for the whole model; median of {regional['pairs']} pair(s)"))
+                      f"{seconds(regional['whole_compile_s'])} for the whole model; "
+                      f"median of {regional['pairs']} pair(s)"))
     if thread_check:
         facts.append((f"{thread_check.get('threads')} threads at once", text(thread_check.get("verdict")),
                       text(thread_check.get("advice"))))

@@ -14,11 +14,11 @@ from ..config import BLOCKS, CompileConfig, TunedConfig, load_tuned_config
 from ..errors import ConfigError
 from ..heap import PINNED_NOTE, pin_heap
 from ..targets import target_modules
+from .apply_precision import INNER as PRECISION_INNER
+from .apply_precision import MARK as PRECISION_MARK
+from .apply_precision import autocast_forward, set_matmul_precision
 from .dynamo import resolved, scoped
 from .marks import marked
-from .precision import INNER as PRECISION_INNER
-from .precision import MARK as PRECISION_MARK
-from .precision import autocast_forward, set_matmul_precision
 from .warmstart import load_warm_start
 
 
@@ -35,7 +35,7 @@ def apply_config(model, config: CompileConfig | str | Path | Mapping[str, Any], 
     matches the hash in the YAML, into a cache directory of its own (tuner/runtime/warmstart.py).
     A config with ``precision`` *changes numerics*: ``bf16`` runs the model's whole forward under
     bfloat16 autocast (whatever the target), ``tf32`` sets ``torch.set_float32_matmul_precision("high")``
-    for the whole process, with a warning (tuner/runtime/precision.py). A config measured on CPU
+    for the whole process, with a warning (tuner/runtime/apply_precision.py). A config measured on CPU
     with glibc malloc's thresholds pinned (``tuned_on.heap``) pins them in this process too, for
     every verdict: the step times it quotes were measured so (tuner/heap.py).
 
@@ -56,6 +56,7 @@ def apply_config(model, config: CompileConfig | str | Path | Mapping[str, Any], 
     if not cfg.compiles:
         return model
     if warm_start and tuned is not None:
+        assert isinstance(config, (str, Path))  # what tuned was read from
         load_warm_start(Path(config), dict(tuned.tuned_on), dict(tuned.measured))
     regions = target_modules(model, cfg.target)
     if not regions:
@@ -71,7 +72,7 @@ def apply_config(model, config: CompileConfig | str | Path | Mapping[str, Any], 
         compile_in_place(module, kwargs, cfg.mark_dynamic, cfg.mark_unbacked)
         if dynamo:  # per call, for this model only: tuner/runtime/dynamo.py says why
             module.forward = scoped(module.forward, dynamo)
-    if cfg.precision:  # around the whole model's forward, whatever the target: tuner/runtime/precision.py
+    if cfg.precision:  # around the whole model's forward, whatever the target: tuner/runtime/apply_precision.py
         forward = model.forward
         wrapped = autocast_forward(forward, model, cfg.precision)
         if wrapped is not forward:  # tf32 has no wrapper

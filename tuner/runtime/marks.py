@@ -21,7 +21,7 @@ user's run sees sizes the schedule did not, so no mark is bounded.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 
@@ -86,6 +86,7 @@ def _tensor_shapes(inputs) -> dict[str, tuple[int, ...]]:
     """The top-level tensor inputs of one call: input path -> shape."""
     import torch
 
+    items: Iterable[tuple[Any, Any]]
     if isinstance(inputs, Mapping):
         items = inputs.items()
     else:

@@ -6,20 +6,12 @@ from typing import Any
 
 from ..config import CompileConfig
 from ..score import Scoring
+from ..spec import MEASURED, Role
 
-ROLE_EAGER, ROLE_PLAIN, ROLE_SEARCH = "eager", "plain", "search"
+ROLE_EAGER, ROLE_PLAIN, ROLE_SEARCH = Role.EAGER, Role.PLAIN, Role.SEARCH
 
-#: Measurements copied from the child's result into trial user attributes.
-MEASUREMENT_ATTRS = (
-    "compile_time_s", "first_call_s", "step_s", "eager_step_s", "speedup", "step_spread",
-    "eager_step_spread", "round_ratios", "timed_steps", "peak_memory_mb", "eager_peak_memory_mb",
-    "compile_peak_memory_mb", "steady_peak_memory_mb", "correct", "correctness_error", "graphs",
-    "graph_breaks", "graph_break_events", "library_graph_breaks", "graph_break_details", "recompiles",
-    "recompile_details", "recompile_limit_hit", "recompile_time_s", "schedule_len", "schedule_step_s",
-    "schedule_eager_step_s", "regions", "region_names", "trial_wall_s", "child_wall_s", "environment",
-    "trace_dir", "compile_time_warm_s", "pruned_reason", "child_import_s", "warm_compile_wall_s",
-    "mix", "stochastic", "correctness_check", "baseline_memory_mb", "slot_wait_s", "timing_cores",
-)
+#: Measurements copied from the child's result into trial user attributes (tuner/spec.py).
+MEASUREMENT_ATTRS = MEASURED
 
 
 def trial_attrs(config: CompileConfig, role: str, result: dict, scoring: Scoring | None) -> dict:

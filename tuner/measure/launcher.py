@@ -1,4 +1,4 @@
-"""The pre-imported trial launcher: ``python -m tuner.measure.forkserver [WORKLOAD] [check=N]``.
+"""The pre-imported trial launcher: ``python -m tuner.measure.launcher [WORKLOAD] [check=N]``.
 
 A trial in a fresh interpreter spends seconds importing torch, Dynamo, inductor and the
 workload's own imports (transformers: seconds more) before it measures anything. This process

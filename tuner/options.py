@@ -1,0 +1,132 @@
+"""The options of a tuning run, defined once: ``TuneOptions`` (every knob, with its default and
+its check), what a run returns (``TuneResult``), and the study settings derived from them. The
+command line takes its defaults from here (tuner/cli.py), the study its settings
+(:func:`study_settings`), and each trial its spec from those (tuner/search.py).
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .autospace import AUTO
+from .budget import parse_duration
+from .config import TunedConfig
+from .errors import TunerError
+from .heap import DEFAULT as HEAP_DEFAULT
+from .heap import PINNED as HEAP_PINNED
+from .lanes import parse_parallel
+from .storage import HEARTBEAT_S
+from .study import StudyRun, StudySettings
+
+#: The steps a run is scored for when ``--steps`` is not given.
+DEFAULT_STEPS = 10_000
+
+
+@dataclass
+class TuneOptions:
+    """Every knob of a tuning run. Precedence: CLI flag > search-space YAML > these defaults."""
+
+    workload: str
+    space: str = AUTO
+    """``auto``: built for the model (tuner/autospace.py); else a bundled space's name or a YAML path."""
+    trials: int = 20
+    steps: int = DEFAULT_STEPS
+    task: str = "infer"
+    device: str = "auto"
+    threads: int | None = None
+    out: str | None = None
+    storage: str | None = None
+    study_name: str | None = None
+    seed: int = 0
+    trial_timeout: float | None = None
+    """Seconds before a trial is stopped; None scales it to the model (``study.trial_timeout``)."""
+    max_memory_mb: float | None = None
+    measure_seconds: float = 6.0
+    rounds: int = 5
+    progress: bool = True
+    trace: bool = False
+    trial_memory_limit_mb: float | None = None
+    heap: str = HEAP_PINNED
+    """CPU: glibc malloc's thresholds in every trial (tuner/heap.py)."""
+    check: bool = True
+    warm_start: bool = True
+    compile_cost: str = "cold"
+    objective: str = "time"
+    confirm: int = 2
+    confirm_rounds: int = 3
+    check_threads: int | None = None
+    argv: list[str] = field(default_factory=list)
+    workers: int = 1
+    parallel: str | int = "auto"
+    """Trials in flight on this machine: they compile side by side and time in turn (tuner/lanes.py)."""
+    heartbeat: int = HEARTBEAT_S
+    worker_index: int | None = None
+    """Set in the processes ``--workers`` starts: they measure, the main process writes outputs."""
+    budget: float | str | None = None
+    """Bound on the whole run, confirmation and warm start included: seconds or ``"20m"`` (tuner/budget.py)."""
+    allow_precision_change: bool = False
+    """Search lower precisions too (bf16 autocast, TF32 matmuls): configs that change numerics (tuner/precision.py)."""
+    budget_deadline: float | None = None
+    """When the budget ends (``time.time()``): set as the run's clock starts (by ``tune``, or earlier by
+    the CLI) and handed as is to the ``--workers`` processes, so they stop starting trials with it."""
+
+    def __post_init__(self) -> None:
+        if self.trials < 0:
+            raise TunerError(f"--trials must be >= 0, got {self.trials}",
+                             "give how many search trials to measure, e.g. --trials 8")
+        if self.steps < 1:
+            raise TunerError(f"--steps must be >= 1, got {self.steps}", "give the number of steps your real run takes")
+        if self.task not in ("infer", "train"):
+            raise TunerError(f"--task must be infer or train, got {self.task!r}", "use --task infer or --task train")
+        if self.trial_timeout is not None and self.trial_timeout <= 0:
+            raise TunerError(f"--trial-timeout must be > 0 seconds, got {self.trial_timeout}",
+                             "give the seconds after which a trial is stopped, e.g. --trial-timeout 900")
+        if self.objective not in ("time", "pareto"):
+            raise TunerError(f"--objective must be time or pareto, got {self.objective!r}",
+                             "use --objective time or pareto")
+        if self.compile_cost not in ("cold", "warm"):
+            raise TunerError(f"--compile-cost must be cold or warm, got {self.compile_cost!r}", "use cold or warm")
+        if self.threads is not None and self.threads < 1:
+            raise TunerError(f"--threads must be >= 1, got {self.threads}",
+                             "e.g. --threads 1 (the default is torch's own count in a fresh process, as your run gets)")
+        self.parallel = parse_parallel(self.parallel)
+        if self.workers < 1:
+            raise TunerError(f"--workers must be >= 1, got {self.workers}")
+        if self.heartbeat < 1:
+            raise TunerError(f"--heartbeat must be >= 1 second, got {self.heartbeat}")
+        if self.heap not in (HEAP_PINNED, HEAP_DEFAULT):
+            raise TunerError(f"--heap must be {HEAP_PINNED} or {HEAP_DEFAULT}, got {self.heap!r}",
+                             "use --heap pinned (the default) or --heap default")
+        if self.budget is not None:
+            self.budget = parse_duration(self.budget)
+
+
+@dataclass
+class TuneResult:
+    out_dir: Path
+    tuned: TunedConfig
+    run: StudyRun
+    summary: str
+    timing: str = ""
+    """``time: check 6 s, baselines 48 s, ...; total 6m 02s``: where this run's wall time went."""
+
+
+def default(name: str) -> Any:
+    """The default of the option ``name``: the command line shows and uses these."""
+    f = next(f for f in dataclasses.fields(TuneOptions) if f.name == name)
+    return f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+
+
+def study_settings(opts: TuneOptions, workload: str, device: str, threads: int, out_dir: Path,
+                   torch_version: str) -> StudySettings:
+    """The study's settings from the run's options: the one place the names are mapped."""
+    return StudySettings(
+        workload=workload, task=opts.task, device=device, threads=threads, steps=opts.steps,
+        trials=opts.trials, seed=opts.seed, trial_timeout=opts.trial_timeout, max_memory_mb=opts.max_memory_mb,
+        measure_seconds=opts.measure_seconds, rounds=opts.rounds, space_name=opts.space,
+        trace_dir=str(out_dir / "traces") if opts.trace else None, memory_limit_mb=opts.trial_memory_limit_mb,
+        compile_cost=opts.compile_cost, allow_precision_change=opts.allow_precision_change,
+        heartbeat_s=opts.heartbeat, torch=torch_version, heap=opts.heap,
+    )
