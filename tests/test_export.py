@@ -9,14 +9,14 @@ import json
 import os
 import subprocess
 import sys
-import tomllib
 
 import pytest
 import torch
 import yaml
 
 from tuner.config import CompileConfig, TunedConfig, load_tuned_config, save_tuned_config
-from tuner.export import ACCELERATE_BACKENDS, TARGETS, export, exports, render
+from tuner.export import (ACCELERATE_BACKENDS, TARGETS, TORCHTITAN_PROCESS_SETTINGS, VLLM_INJECTED_OPTIONS,
+                          export, exports, render)
 
 from conftest import ROOT
 
@@ -173,9 +173,9 @@ def test_env_names_an_option_the_mode_overrides():
 
 # --------------------------------------------------------------------------- torchtitan and vLLM
 
-#: pytorch/torchtitan torchtitan/config/job_config.py, `class Compile` (the TOML `[compile]` section).
-TORCHTITAN_COMPILE = {"enable": bool, "components": list, "backend": str}
-#: vllm-project/vllm vllm/config/compilation.py, `CompilationConfig` (commit 002284db), its init fields.
+#: vllm-project/vllm vllm/config/compilation.py, `CompilationConfig`, its init fields: the same at commit
+#: 002284db and at ee525ce4 (late 2026). vLLM needs a CUDA build of torch of its own and cannot be installed
+#: beside the CPU wheel here, so its dataclass is read from the pinned source instead.
 VLLM_COMPILATION_CONFIG = {
     "level", "mode", "debug_dump_path", "cache_dir", "compile_cache_save_format", "backend", "custom_ops",
     "splitting_ops", "compile_mm_encoder", "compile_sizes", "compile_ranges_split_points", "inductor_compile_config",
@@ -185,14 +185,60 @@ VLLM_COMPILATION_CONFIG = {
 }
 
 
+def _torchtitan_job():
+    """A job config with torchtitan's own sections, parsed as its ConfigManager parses overrides (tyro)."""
+    import dataclasses
+
+    from torchtitan.config import CompileConfig as TitanCompile
+    from torchtitan.config import TrainingConfig
+    from torchtitan.config.manager import ConfigManager
+
+    ConfigManager()  # registers torchtitan's tyro rules
+
+    # built with real types (this module's annotations are strings, which tyro would resolve here)
+    return dataclasses.make_dataclass("Job", [
+        ("compile", TitanCompile, dataclasses.field(default_factory=TitanCompile)),
+        ("training", TrainingConfig, dataclasses.field(default_factory=TrainingConfig))], kw_only=True)
+
+
 @pytest.mark.parametrize("cfg", CONFIGS, ids=IDS)
-def test_torchtitan_section_has_only_documented_keys_and_parses_as_toml(cfg):
+def test_torchtitan_overrides_build_torchtitans_own_config_classes(cfg):
+    """torchtitan 0.3's CompileConfig and TrainingConfig (kw_only, slots: an unknown field is a
+    TypeError) take the block; its command line, as rendered, parses to the same values."""
+    import tyro
+    from torchtitan.config import CompileConfig as TitanCompile
+    from torchtitan.config import TrainingConfig
+    from torchtitan.config.manager import custom_registry
+
+    block = export(tuned_dict(cfg), "torchtitan")
+    compile_section, training = TitanCompile(**block["compile"]), TrainingConfig(**block["training"])
+    assert compile_section.enable and compile_section.components == ["model"] and compile_section.backend == cfg.backend
+    assert training.mixed_precision_param == "float32"  # torchtitan's default is bfloat16: pinned, as measured
     text, _ = render(tuned_dict(cfg), "torchtitan", source="best_config.yaml", label="x")
-    section = tomllib.loads(text)["compile"]
-    assert section == export(tuned_dict(cfg), "torchtitan")["compile"]
-    assert set(section) <= set(TORCHTITAN_COMPILE)
-    assert all(isinstance(section[k], TORCHTITAN_COMPILE[k]) for k in section)
-    assert set(section["components"]) <= {"model", "loss"} and section["backend"] == cfg.backend
+    job = tyro.cli(_torchtitan_job(), args=text.strip().splitlines()[-1].split(), registry=custom_registry)
+    assert job.compile == compile_section and job.training.mixed_precision_param == "float32"
+    with pytest.raises(TypeError):
+        TitanCompile(**block["compile"], mode="max-autotune")  # what the check catches: a field torchtitan lacks
+
+
+def test_torchtitan_names_the_dynamo_flags_it_sets_for_the_whole_process():
+    import inspect
+
+    from torchtitan.distributed import compile as titan_compile
+
+    source = inspect.getsource(titan_compile.apply_compile)
+    block = export(tuned_dict(CompileConfig(target="blocks", backend="inductor", fullgraph=True)), "torchtitan")
+    changed = {x["setting"] for x in block["changes_measured"]}
+    for name in TORCHTITAN_PROCESS_SETTINGS:  # still what the installed torchtitan sets
+        assert f"torch._dynamo.config.{name} = " in source.replace("\n", " ") or name in source, name
+        assert f"dynamo.{name}" in changed
+    text, header = render(tuned_dict(CompileConfig(target="blocks", backend="inductor", fullgraph=True)),
+                          "torchtitan", source="best_config.yaml", label="x")
+    assert "CHANGES WHAT WAS MEASURED: the tool itself also sets:" in header
+    stay = export(tuned_dict(CompileConfig(), verdict="stay_eager"), "torchtitan")
+    from torchtitan.config import CompileConfig as TitanCompile
+
+    assert TitanCompile(**stay["compile"]).enable is False
 
 
 @pytest.mark.parametrize("cfg", CONFIGS, ids=IDS)
@@ -204,12 +250,39 @@ def test_vllm_compilation_config_has_only_documented_keys(cfg):
     assert any(line.startswith("NOT CARRIED") for line in header), "every config here loses something in vLLM"
 
 
-def test_vllm_carries_mode_and_options_as_inductor_config_but_not_inductor_cuda_graphs():
+def test_vllm_carries_mode_and_options_and_pins_what_vllm_would_inject():
+    from torch._inductor import config as inductor
+
     cfg = CompileConfig(backend="inductor", mode="max-autotune", options={"freezing": True})
     block = export(tuned_dict(cfg), "vllm")
+    pinned = {k: getattr(inductor, k) for k in VLLM_INJECTED_OPTIONS}
+    assert pinned == {"enable_auto_functionalized_v2": True, "combo_kernels": False, "benchmark_combo_kernel": False}
     assert block["compilation_config"]["inductor_compile_config"] == {
-        "max_autotune": True, "coordinate_descent_tuning": True, "freezing": True}
+        "max_autotune": True, "coordinate_descent_tuning": True, "freezing": True, **pinned}
     assert "options.triton.cudagraphs" in {x["setting"] for x in block["not_carried"]}
+    assert any("pinned to torch's defaults" in n for n in block["notes"])
+
+
+def test_accelerate_plugin_carries_inductor_options_into_torch_compile(clean_env):
+    """TorchDynamoPlugin(options=...) reaches torch.compile through its to_kwargs(); torch.compile
+    refuses a mode beside options, so the mode's own options are folded in and the mode left out."""
+    import torch
+
+    cfg = CompileConfig(backend="inductor", mode="max-autotune-no-cudagraphs", options={"freezing": True})
+    block = export(tuned_dict(cfg), "accelerate")
+    kwargs = TorchDynamoPlugin(**block["plugin"]).to_kwargs()
+    assert "mode" not in kwargs and kwargs["options"]["freezing"] is True and kwargs["options"]["max_autotune"]
+    torch.compile(torch.nn.Linear(2, 2), **kwargs)  # accepted: compiling waits for the first call
+    why = {x["setting"]: x["why"] for x in block["not_carried"]}["options.freezing"]
+    assert why.startswith("carried by `plugin` only")
+    assert block["dynamo_config"]["dynamo_mode"] == "max-autotune-no-cudagraphs"  # the config file keeps the mode
+
+
+def test_the_trainers_tf32_is_listed_as_changing_what_was_measured(tmp_path):
+    block = export(tuned_dict(CompileConfig(backend="inductor", precision="tf32")), "hf-trainer")
+    assert block["training_args"]["tf32"] is True
+    assert [x["setting"] for x in block["changes_measured"]] == ["tf32"]
+    assert "fp32_precision" in block["changes_measured"][0]["why"]
 
 
 # --------------------------------------------------------------------------- what is not carried

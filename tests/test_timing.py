@@ -38,16 +38,16 @@ def _step_over(schedule_sizes):
 
 
 def test_the_schedule_is_timed_in_arrival_order_on_both_sides_and_covered_whole():
-    sizes = [1, 2, 1, 3, 2, 5, 1]
+    sizes = [1, 2, 1, 3, 2, 5, 1, 1, 2, 3, 1, 2]  # 4 distinct sizes: windows of at least 8 steps
     model, step, schedule, mix = _step_over(sizes)
     timing = time_steps(step, mix, schedule, rounds=3, measure_seconds=0.0, estimates=[1e-3] * len(mix),
                         device="cpu")
     seen = [n for n, _ in model.calls]
-    # three windows of ceil(7 / 3) = 3 steps, one after the other, each run eager then (again) as
-    # the other side: the same window twice per round, in the schedule's order
-    windows = [seen[i:i + 3] for i in range(0, len(seen), 6)]
-    assert [w for w in windows] == [[1, 2, 1], [3, 2, 5], [1, 1, 2]]
-    assert all(seen[i:i + 3] == seen[i + 3:i + 6] for i in range(0, len(seen), 6))
+    # three windows of 8 steps that follow on from each other (wrapping round the 12 inputs), each run
+    # as eager and then (the same window again) as the other side, in the schedule's order
+    windows = [seen[i:i + 8] for i in range(0, len(seen), 16)]
+    assert windows == [sizes[:8], sizes[8:] + sizes[:4], sizes[4:12]]
+    assert all(seen[i:i + 8] == seen[i + 8:i + 16] for i in range(0, len(seen), 16))
     figures = timing.figures()
     assert figures["arrival_order"] and figures["timing"] == "beside"
     assert len(figures["round_ratios"]) == 3 and figures["speedup"] > 0

@@ -15,6 +15,7 @@ from .config import CompileConfig, TunedConfig, load_tuned_config
 from .errors import ConfigError, SpaceError, StudyError, TunerError, WorkloadError
 from .options import TuneOptions, TuneResult
 from .runtime.apply import apply_config, load_config, optimizer_step
+from .runtime.packaged import load_package
 from .targets import find_block_classes
 
 
@@ -52,6 +53,6 @@ def tune(options: TuneOptions | str, /, log: Callable[[str], None] | None = None
 
 __all__ = [
     "CompileConfig", "TunedConfig", "apply_config", "find_block_classes", "load_config", "load_tuned_config",
-    "tune", "TuneOptions", "TuneResult", "check_threads", "optimizer_step", "TunerError", "WorkloadError",
-    "SpaceError", "ConfigError", "StudyError", "__version__",
+    "tune", "TuneOptions", "TuneResult", "check_threads", "load_package", "optimizer_step", "TunerError",
+    "WorkloadError", "SpaceError", "ConfigError", "StudyError", "__version__",
 ]

@@ -25,7 +25,7 @@ from .options import default
 from .spec import Role
 from .storage import scrub
 
-SUBCOMMANDS = ("show", "check", "space", "report", "export")
+SUBCOMMANDS = ("show", "check", "space", "report", "export", "package")
 
 
 def _tune_parser() -> argparse.ArgumentParser:
@@ -143,6 +143,8 @@ def main(argv: list[str] | None = None) -> int:
             return _report(argv[1:])
         if argv and argv[0] == "export":
             return _export(argv[1:])
+        if argv and argv[0] == "package":
+            return _package(argv[1:])
         return _tune(argv)
     except TunerError as exc:
         if verbose:
@@ -390,6 +392,28 @@ def _export(argv: list[str]) -> int:
         print(text, end="")
     if header and (args.output or args.to == "vllm"):  # the format has no comments, or the file holds them
         print("".join(f"# {line}\n" for line in header), file=sys.stderr, end="")
+    return 0
+
+
+def _package(argv: list[str]) -> int:
+    from pathlib import Path
+
+    from .package import package_results
+
+    p = argparse.ArgumentParser(
+        prog="compile-tune package",
+        description="Export the winner of an inference run with torch.export, compile it ahead of time with "
+                    "AOTInductor into RESULTS/model.pt2 (tuner.load_package loads it with no compile), and check it "
+                    "in a fresh process against eager; its figures go into best_config.yaml and the reports.")
+    p.add_argument("dir", metavar="RESULTS", help="output folder of a compile-tune run")
+    p.add_argument("--timeout", type=float, default=1800.0, help="seconds each of its two processes may run [1800]")
+    p.add_argument("--verbose", action="store_true", help="tracebacks for errors")
+    args = p.parse_args(argv)
+    if not (Path(args.dir) / "best_config.yaml").exists():
+        raise TunerError(f"{args.dir}: no best_config.yaml in this folder",
+                         "give the output folder of a compile-tune run (--out)")
+    package_results(args.dir, timeout=args.timeout)
+    print(Path(args.dir) / "model.pt2")
     return 0
 
 

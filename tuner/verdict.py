@@ -47,6 +47,10 @@ def pick_best(study, scoring: Scoring, device: str) -> TunedConfig:
     regional = regional_saving(study)
     if regional:
         tuned = dataclasses.replace(tuned, measured={**tuned.measured, "regional_compile": regional})
+    packaged = study.user_attrs.get("package") or {}  # compile-tune package (tuner/package.py)
+    if packaged.get("config_key") == key:
+        tuned = dataclasses.replace(tuned, measured={
+            **tuned.measured, "package": {k: v for k, v in packaged.items() if k != "config_key"}})
     threads = study.user_attrs.get("thread_check") or {}
     if threads.get("config_key") == key:
         tuned = dataclasses.replace(tuned, thread_check={k: v for k, v in threads.items() if k != "config_key"})

@@ -18,6 +18,7 @@ from ..launch import die_with_parent
 from ..spec import TrialSpec
 from .check import run_check
 from .devices import environment, limit_memory
+from .package import build_package, check_package
 from .startup import measure_start
 from .threads import measure_threads
 from .trial import Recorder, run_trial
@@ -44,6 +45,10 @@ def main(argv: list[str]) -> int:
             measure_threads(spec, rec)
         elif spec.mode == "startup":
             measure_start(spec, rec)
+        elif spec.mode == "package":
+            build_package(spec, rec)
+        elif spec.mode == "package_check":
+            check_package(spec, rec)
         else:
             run_trial(spec, rec)
     except BaseException as exc:  # the trial's failure is data for the parent

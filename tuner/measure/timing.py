@@ -121,10 +121,14 @@ def _blocks(mix: list[MixEntry], estimates: list[float], per_side: float) -> lis
 def _arrival_windows(schedule: list, mix: list[MixEntry], estimates: list[float], rounds: int,
                      per_side: float) -> list[list[list[Any]]]:
     """Per round, one window of the schedule in arrival order. Windows follow on from each other
-    (wrapping round), together at least one whole pass, so every input of the schedule is timed."""
+    (wrapping round), together at least one whole pass, so every input of the schedule is timed;
+    each at least two steps per distinct input long, as many as the blocks time without a schedule."""
     by_sig = {signature(e.inputs): est for e, est in zip(mix, estimates)}
     mean_step = sum(by_sig[signature(item)] for item in schedule) / len(schedule)
-    width = max(math.ceil(len(schedule) / rounds), min(int(per_side / max(mean_step, 1e-5)), 4 * len(schedule)), 2)
+    # at least two steps per distinct input a round, as the blocks time without a schedule
+    least = min(2 * len(mix), len(schedule))
+    fits = min(int(per_side / max(mean_step, 1e-5)), 4 * len(schedule))
+    width = max(math.ceil(len(schedule) / rounds), fits, least, 2)
     windows = []
     for r in range(rounds):
         start = r * width

@@ -157,6 +157,14 @@ def extra_facts(m: dict, thread_check: dict | None) -> list[tuple[str, str, str]
                       f"({megabytes(m.get('compile_cache_mb'))})"))
     elif m.get("warm_start_error"):
         facts.append(("warm start", "not available", text(m["warm_start_error"])[:160]))
+    packaged = m.get("package")
+    if isinstance(packaged, dict) and number(packaged.get("first_call_s")) is not None:
+        cold = f"; JIT: cold compile {seconds(m['cold_start_s'])}" if number(m.get("cold_start_s")) else ""
+        warm = f", warm start {seconds(m['warm_start_s'])}" if number(m.get("warm_start_s")) else ""
+        verdict = "recommended" if packaged.get("recommended") else "NOT recommended"
+        facts.append(("packaged model (.pt2)", f"load {seconds(packaged['load_s'])}, first call "
+                      f"{seconds(packaged['first_call_s'])}",
+                      f"{verdict}: {text(packaged.get('why'))}{cold}{warm}; tuner.load_package(RESULTS)"))
     regional = m.get("regional_compile")
     if regional:
         facts.append(("regional compile", f"{seconds(regional['blocks_compile_s'])} (blocks)",

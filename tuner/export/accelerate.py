@@ -1,0 +1,124 @@
+"""accelerate (its config file, ACCELERATE_DYNAMO_* variables, TorchDynamoPlugin) and the Hugging
+Face Trainer (TrainingArguments, which builds the same plugin)."""
+from __future__ import annotations
+
+from typing import Any
+
+from ._common import _common_losses, _lost, _mode_options, _option_losses, _View
+
+#: The backends accelerate's ``TorchDynamoPlugin`` accepts (its ``DynamoBackend``, accelerate
+#: 1.15.0); the Hugging Face Trainer builds the same plugin. tests/test_export.py checks the list
+#: against the installed accelerate.
+ACCELERATE_BACKENDS = (
+    "eager", "aot_eager", "inductor", "aot_ts_nvfuser", "nvprims_nvfuser", "cudagraphs", "ofi", "fx2trt",
+    "onnxrt", "tensorrt", "aot_torchxla_trace_once", "torchxla_trace_once", "tvm", "hpu_backend", "neuron",
+)
+
+
+#: accelerate's ``mixed_precision`` for a config's precision. For tf32 it stays "no": accelerate
+#: itself sets ``torch.backends.cuda.matmul.allow_tf32 = True`` (= float32 matmul precision "high")
+#: when it compiles on CUDA with mixed_precision "no" (accelerate/state.py, AcceleratorState).
+_ACCELERATE_MIXED_PRECISION = {"bf16": "bf16", "tf32": "no"}
+_ACCELERATE_NOTES = {
+    "bf16": "mixed_precision bf16 (in Python: Accelerator(mixed_precision=\"bf16\", ...)): accelerate runs the "
+            "model's forward under torch.autocast(dtype=torch.bfloat16), as measured, and converts its outputs to "
+            "float32 (the same values)",
+    "tf32": "precision tf32: accelerate turns on TF32 matmuls itself when it compiles on CUDA with mixed_precision "
+            "no, as measured",
+}
+
+
+def _accelerate_settings(c: _View, tool: str) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+    """The TorchDynamoPlugin fields (backend, mode, fullgraph, dynamic, use_regional_compilation)
+    that accelerate and the HF Trainer carry, or None for "do not compile", and what they lose."""
+    if not c.compiles:
+        return None, []
+    if c.backend not in ACCELERATE_BACKENDS:
+        return None, [_lost("backend", c.backend, f"not a backend accelerate's TorchDynamoPlugin accepts "
+                            f"({', '.join(ACCELERATE_BACKENDS)}); this export does not compile")]
+    lost = []
+    regional = c.target == "blocks"
+    if regional:
+        lost.append(_lost("target", "blocks", "accelerate's regional compilation compiles each module of every "
+                          "ModuleList of same-class modules and also every other submodule, each separately; the "
+                          "measured config compiled only the repeated blocks and ran the rest eagerly. It finds "
+                          "blocks only in an nn.ModuleList of one class: a model whose blocks sit in an "
+                          "nn.Sequential (or in attributes of their own) gets the whole model compiled instead"))
+    elif c.target != "whole":
+        lost.append(_lost("target", c.target, f"{tool} compiles the whole model or, regionally, its repeated "
+                          "blocks, never chosen modules; this export compiles the whole model"))
+    lost += _option_losses(c, tool) + _common_losses(c, tool)
+    plugin = {"backend": c.backend, "mode": c.mode or "default", "fullgraph": c.fullgraph, "dynamic": c.dynamic,
+              "use_regional_compilation": regional}
+    return plugin, lost
+
+
+def _dynamo_env(plugin: dict[str, Any] | None) -> tuple[dict[str, str], list[str]]:
+    """The ACCELERATE_DYNAMO_* variables TorchDynamoPlugin() reads, and those to unset: an unset
+    ACCELERATE_DYNAMO_USE_DYNAMIC is how the plugin keeps dynamic=None."""
+    if plugin is None:
+        return {"ACCELERATE_DYNAMO_BACKEND": "NO"}, []
+    env = {
+        "ACCELERATE_DYNAMO_BACKEND": plugin["backend"].upper(),
+        "ACCELERATE_DYNAMO_MODE": plugin["mode"],
+        "ACCELERATE_DYNAMO_USE_FULLGRAPH": str(plugin["fullgraph"]),
+        "ACCELERATE_DYNAMO_USE_REGIONAL_COMPILATION": str(plugin["use_regional_compilation"]),
+    }
+    if plugin["dynamic"] is None:
+        return env, ["ACCELERATE_DYNAMO_USE_DYNAMIC"]
+    env["ACCELERATE_DYNAMO_USE_DYNAMIC"] = str(plugin["dynamic"])
+    return env, []
+
+
+def _accelerate(c: _View) -> dict[str, Any]:
+    plugin, lost = _accelerate_settings(c, "accelerate")
+    env, unset = _dynamo_env(plugin)
+    if plugin is None:
+        return {"dynamo_config": {"dynamo_backend": "NO"}, "env": env, "unset": unset, "plugin": {"backend": "no"},
+                "not_carried": lost}
+    dynamo_config = {"dynamo_backend": plugin["backend"].upper(), "dynamo_mode": plugin["mode"],
+                     "dynamo_use_fullgraph": plugin["fullgraph"]}
+    if c.dynamic is None:
+        lost.insert(0, _lost("dynamic", None, "`accelerate launch` always sets ACCELERATE_DYNAMO_USE_DYNAMIC from "
+                             "dynamo_use_dynamic (false when absent), so a launched run compiles with dynamic=False; "
+                             "without accelerate launch, `env` and `plugin` keep dynamic=None"))
+    else:
+        dynamo_config["dynamo_use_dynamic"] = c.dynamic
+    dynamo_config["dynamo_use_regional_compilation"] = plugin["use_regional_compilation"]
+    if c.options:
+        # TorchDynamoPlugin(options=...) reaches torch.compile (its to_kwargs() passes the fields that differ
+        # from the defaults); torch.compile takes a mode or options, not both, so the mode's options go in too
+        plugin = {**plugin, "mode": "default", "options": {**_mode_options(c.mode), **c.options}}
+        only_plugin = ("carried by `plugin` only (Python: TorchDynamoPlugin(options=...)); accelerate's config file "
+                       "and its ACCELERATE_DYNAMO_* variables have no setting for inductor options")
+        lost = [dict(x, why=only_plugin) if x["setting"].startswith("options.") else x for x in lost]
+    block = {"dynamo_config": dynamo_config, "env": env, "unset": unset, "plugin": plugin, "not_carried": lost}
+    if c.precision:  # a top-level key of accelerate's config file; Accelerator() reads the variable
+        block["mixed_precision"] = env["ACCELERATE_MIXED_PRECISION"] = _ACCELERATE_MIXED_PRECISION[c.precision]
+        block["notes"] = [_ACCELERATE_NOTES[c.precision]]
+    return block
+
+
+def _hf_trainer(c: _View) -> dict[str, Any]:
+    """TrainingArguments carry backend and mode; the Trainer's TorchDynamoPlugin reads fullgraph,
+    dynamic and regional compilation from ACCELERATE_DYNAMO_* (transformers 5.x, Trainer)."""
+    plugin, lost = _accelerate_settings(c, "the Hugging Face Trainer")
+    if plugin is None:
+        return {"training_args": {"torch_compile": False}, "env": {}, "unset": [], "not_carried": lost}
+    args = {"torch_compile": True, "torch_compile_backend": c.backend}
+    if c.mode:
+        args["torch_compile_mode"] = c.mode
+    env, unset = _dynamo_env(plugin)
+    env = {k: v for k, v in env.items() if k not in ("ACCELERATE_DYNAMO_BACKEND", "ACCELERATE_DYNAMO_MODE")}
+    if c.precision == "bf16":
+        # The Trainer's accelerator autocasts the forward; tf32 False, because with torch_compile and bf16 the
+        # Trainer would also turn TF32 matmuls on (TrainingArguments.__post_init__), which was not measured.
+        args.update(bf16=True, tf32=False)
+    changes = []
+    if c.precision == "tf32":
+        args["tf32"] = True
+        changes.append(_lost("tf32", True, "TrainingArguments(tf32=True) sets torch.backends.fp32_precision = "
+                             "'tf32' (transformers 5.x, torch >= 2.9): TF32 for every float32 operation, cuDNN "
+                             "convolutions included; the measured config set torch.set_float32_matmul_precision"
+                             "('high'), matmuls only"))
+    return {"training_args": args, "env": env, "unset": unset, "not_carried": lost, "changes_measured": changes}

@@ -1,0 +1,71 @@
+"""torchtitan 0.3: ``Trainer.Config``'s ``compile`` and ``training`` fields, as command-line overrides."""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ._common import _common_losses, _lost, _option_losses, _refused, _View
+
+#: What torchtitan's ``apply_compile`` sets for the whole process before it compiles
+#: (torchtitan/distributed/compile.py, torchtitan 0.3.0).
+TORCHTITAN_PROCESS_SETTINGS = {
+    "capture_scalar_outputs": "needed, it says, for data-dependent shapes in mixture-of-experts dispatch",
+    "skip_fwd_side_effects_in_bwd_under_checkpoint": "skips replaying forward side effects under activation "
+                                                     "checkpointing",
+}
+
+
+def _torchtitan(c: _View) -> dict[str, Any]:
+    """torchtitan 0.3's ``Trainer.Config`` fields, as command-line overrides: ``compile``
+    (``CompileConfig``: ``enable``, ``components``, ``backend``) and ``training.mixed_precision_param``.
+    Its ``apply_compile`` compiles each block of ``model.layers`` with
+    ``torch.compile(block, backend=..., fullgraph=True)`` and nothing else, after setting two Dynamo
+    flags for the whole process (:data:`TORCHTITAN_PROCESS_SETTINGS`)."""
+    if not c.compiles:
+        return {"compile": {"enable": False}, "not_carried": []}
+    if c.precision == "tf32":
+        return _refused(c, "torchtitan", "has no setting for the float32 matmul precision")
+    lost = []
+    if c.target != "blocks":
+        lost.append(_lost("target", c.target, "torchtitan compiles each block of model.layers separately (regional "
+                          "compilation), never the whole model or modules chosen by name"))
+    if not c.fullgraph:
+        lost.append(_lost("fullgraph", False, "torchtitan compiles every block with fullgraph=True: a graph break "
+                          "fails the run instead of falling back to eager"))
+    if c.mode:
+        lost.append(_lost("mode", c.mode, "torchtitan's CompileConfig has no mode; the default mode runs"))
+    if c.dynamic is not None:
+        lost.append(_lost("dynamic", c.dynamic, "torchtitan's CompileConfig has no dynamic setting"))
+    lost += _option_losses(c, "torchtitan") + _common_losses(c, "torchtitan")
+    changes = [_lost(f"dynamo.{name}", True, f"torchtitan's apply_compile sets it for the whole process ({why}); "
+                     "the measured config ran with torch's default")
+               for name, why in TORCHTITAN_PROCESS_SETTINGS.items() if c.dynamo.get(name) is not True]
+    # "loss" is left out: the tuner measured the model's compile, not a compiled loss function. The parameter
+    # dtype is pinned: torchtitan defaults mixed_precision_param to bfloat16, which was not measured in float32.
+    param = "bfloat16" if c.precision == "bf16" else "float32"
+    block: dict[str, Any] = {"compile": {"enable": True, "components": ["model"], "backend": c.backend},
+                             "training": {"mixed_precision_param": param}, "not_carried": lost,
+                             "changes_measured": changes}
+    if c.precision == "bf16":
+        block["notes"] = ["mixed_precision_param bfloat16 is torch.autocast(dtype=torch.bfloat16) on a single device "
+                          "or under DDP, as measured; under FSDP (data_parallel_shard_degree > 1) fully_shard casts "
+                          "the parameters to bfloat16 instead, which rounds differently from what was measured"]
+    else:
+        block["notes"] = ["training.mixed_precision_param is pinned to float32, as measured: torchtitan's default "
+                          "is bfloat16 (fully_shard casts the parameters under FSDP)"]
+    return block
+
+
+def torchtitan_arguments(block: Mapping[str, Any]) -> list[str]:
+    """The torchtitan block as its command-line overrides (tyro: ``--section.field value``)."""
+    args = []
+    for section in ("compile", "training"):
+        for name, value in (block.get(section) or {}).items():
+            flag = f"--{section}.{name}"
+            if isinstance(value, bool):
+                args.append(flag if value else f"--{section}.no-{name}")
+            elif isinstance(value, list):
+                args += [flag, *map(str, value)]
+            else:
+                args += [flag, str(value)]
+    return args

@@ -1,0 +1,108 @@
+"""``compile-tune package RESULTS``: the winner of an inference run as a ``.pt2`` that starts
+without compiling, verified before it is recommended.
+
+Two fresh processes (tuner/measure/package.py): one exports the workload's model with
+``torch.export`` (the schedule's varying dimensions as ``Dim``s) and compiles it with AOTInductor
+under the tuned inductor options into ``model.pt2`` beside ``best_config.yaml``; one loads that file
+as serving code would (``tuner.load_package``), checks its outputs against eager on every distinct
+input, and times its load, its first call and its steps beside eager's. The figures go into the
+study, so ``best_config.yaml`` and both reports carry them (``measured.package``), next to the JIT
+config's cold compile and warm start. A package whose outputs differ, or whose steps are slower
+than the JIT config's beyond the noise, is kept but not recommended, and says why.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from .config import CompileConfig, load_tuned_config
+from .errors import TunerError
+from .isolated import run_isolated
+from .outputs import rebuild_outputs
+from .report import open_saved_study
+from .spec import TrialSpec
+
+#: The file beside best_config.yaml.
+PACKAGE_NAME = "model.pt2"
+#: A package step may trail the JIT config's by this much (or the run's noise floor, if larger)
+#: and still be recommended: two processes of the same config differ about this much here.
+STEP_TOLERANCE = 0.05
+
+
+def package_results(results: str | Path, timeout: float = 1800.0, log: Callable[[str], None] = print) -> dict:
+    """Build, check and record the package of the run in ``results``; returns its record.
+    Raises :class:`TunerError` (exit code 2) where there is nothing to package or export refuses."""
+    results = Path(results)
+    tuned = load_tuned_config(results / "best_config.yaml")
+    if tuned.verdict != "compile":
+        raise TunerError(f"{results}: the verdict is stay eager: there is no compiled config to package",
+                         "serve the model as it is; a package is written for a compile verdict")
+    study = open_saved_study(results, None, None)
+    settings = study.user_attrs.get("settings") or {}
+    if settings.get("task", "infer") != "infer":
+        raise TunerError(f"{results}: a {settings.get('task')} run; a package serves inference only",
+                         "tune the serving workload with --task infer, then package that run")
+    out = results / PACKAGE_NAME
+    out.unlink(missing_ok=True)
+    base = dict(workload=str(Path(settings["workload"]).resolve()), task="infer", device=settings.get("device", "cpu"),
+                threads=settings.get("threads") or 1, config=tuned.config.to_dict(), package_path=str(out.resolve()))
+    work = results / "work"
+    log(f"exporting {Path(base['workload']).name} with torch.export and compiling it with AOTInductor "
+        f"({tuned.config.describe()}) ...")
+    built = run_isolated(TrialSpec(**base, mode="package"), timeout=timeout, work_dir=work)
+    if built.get("status") != "ok":
+        out.unlink(missing_ok=True)
+        raise TunerError(_refusal(built), "serve with tuner.apply_config(model, best_config.yaml) (JIT), or change "
+                                          "that line so export can trace it (`compile-tune check MODEL.py` shows why)")
+    log(f"  {PACKAGE_NAME}: {built['package_mb']:.1f} MB, export {built['export_s']:.1f} s, AOTInductor "
+        f"{built['aoti_compile_s']:.1f} s; loading it in a fresh process to check it ...")
+    checked = run_isolated(TrialSpec(**base, mode="package_check"), timeout=timeout, work_dir=work)
+    if checked.get("status") != "ok":
+        raise TunerError(f"{out}: the package was written but failed to load or run: "
+                         f"{(checked.get('failure') or {}).get('raw', 'no result')[:300]}",
+                         "serve with tuner.apply_config(model, best_config.yaml) (JIT)")
+    record = _record(tuned.measured, tuned.config, built, checked)
+    study.set_user_attr("package", {"config_key": tuned.config.key(), **record})
+    rebuild_outputs(results)
+    log(package_line(record))
+    return record
+
+
+def _refusal(built: dict) -> str:
+    where = built.get("export_stopped_at")
+    why = built.get("export_error") or (built.get("failure") or {}).get("raw", "no result")
+    return (f"torch.export cannot take the model: stopped at {where}: {why}" if where
+            else f"torch.export cannot take the model: {why}")
+
+
+def _record(measured: Mapping[str, Any], config: CompileConfig, built: dict, checked: dict) -> dict[str, Any]:
+    jit = measured.get("speedup_vs_eager")
+    speedup = checked.get("speedup")
+    tolerance = max(STEP_TOLERANCE, float(measured.get("noise_floor") or 0.0))
+    record: dict[str, Any] = {
+        "path": PACKAGE_NAME, "package_mb": round(built["package_mb"], 1), "export_s": round(built["export_s"], 2),
+        "aoti_compile_s": round(built["aoti_compile_s"], 2), "load_s": round(checked["load_s"], 3),
+        "first_call_s": round(checked["first_call_s"], 3), "step_ms": round(checked["step_s"] * 1e3, 3),
+        "speedup_vs_eager": round(speedup, 3) if speedup else None, "jit_speedup_vs_eager": jit,
+        "correct": bool(checked.get("correct")), "checked_inputs": checked.get("checked_inputs"),
+        "dynamic_dims": built.get("dynamic_dims") or {},
+    }
+    if config.target != "whole":
+        record["note"] = f"the whole model is packaged; the JIT config compiles target {config.target!r}"
+    if not record["correct"]:
+        record.update(recommended=False, why=f"its outputs differ from eager: {checked.get('correctness_error')}")
+    elif speedup and jit and speedup < jit * (1 - tolerance):
+        record.update(recommended=False, why=f"its steps run {speedup:.2f}x eager against the JIT config's "
+                                             f"{jit:.2f}x, beyond the {tolerance:.0%} noise")
+    else:
+        steps = f"{speedup:.2f}x eager (JIT {jit:.2f}x)" if speedup and jit else "timed"
+        record.update(recommended=True, why=f"matches eager on every distinct input; steps {steps}")
+    return record
+
+
+def package_line(record: dict) -> str:
+    """The one line the terminal and the reports give a package."""
+    head = (f"package {record['path']}: load {record['load_s']:.2f} s, first call {record['first_call_s']:.2f} s, "
+            f"step {record['step_ms']:.1f} ms")
+    return f"{head}; {'recommended' if record.get('recommended') else 'NOT recommended'}: {record.get('why')}"

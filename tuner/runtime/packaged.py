@@ -1,0 +1,42 @@
+"""Serving the packaged model: ``tuner.load_package`` loads the ``.pt2`` that ``compile-tune
+package`` wrote (tuner/package.py) with AOTInductor's loader: no Dynamo, no compile at start-up.
+"""
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+from ..config import load_tuned_config
+from ..errors import ConfigError
+from .apply import _pin_heap_as_measured, _warn_on_thread_mismatch
+
+PACKAGE_NAME = "model.pt2"
+
+
+def load_package(path: str | Path):
+    """The packaged model of a run: a callable taking the workload's inputs as the model does.
+
+    ``path`` is the ``.pt2`` or the run's output folder. Where ``best_config.yaml`` sits beside it,
+    the process is set up as the package was measured (glibc's heap, the thread count is checked),
+    and a package its check did not recommend warns with the reason.
+
+    Example:
+        >>> model = tuner.load_package("results/bert_serve")  # doctest: +SKIP
+        >>> logits = model(**inputs).logits  # doctest: +SKIP
+    """
+    import torch._inductor
+
+    path = Path(path)
+    if path.is_dir():
+        path = path / PACKAGE_NAME
+    if not path.exists():
+        raise ConfigError(f"{path}: no such package", "write it with `compile-tune package RESULTS`")
+    config = path.parent / "best_config.yaml"
+    if config.exists():
+        tuned = load_tuned_config(config)
+        _warn_on_thread_mismatch(tuned.tuned_on, config)
+        _pin_heap_as_measured(tuned.tuned_on)
+        record = tuned.measured.get("package") or {}
+        if record and not record.get("recommended", True):
+            warnings.warn(f"{path}: not recommended by its check: {record.get('why')}", stacklevel=2)
+    return torch._inductor.aoti_load_package(str(path))
