@@ -59,6 +59,9 @@ def test_warm_start_bundle_makes_the_first_step_faster_and_leaves_the_global_cac
     assert (tmp_path / CACHE_DIRNAME / "mega_cache.bin").stat().st_size > 0
     assert any((tmp_path / CACHE_DIRNAME / "inductor").rglob("*.so")), "the C++ kernels travel with the config"
     assert started["warm_start_s"] < started["cold_start_s"] / 2, started
+    # known to hit, not assumed: inductor's FX-graph cache served every graph of the warm start
+    assert started["warm_start_cache"]["fxgraph_hit"] >= 1 and started["warm_start_cache"]["fxgraph_miss"] == 0
+    assert started["warm_start_missed"] is None
     digest = started[DIGEST_KEY]
     assert load_tuned_config(config_path).measured[DIGEST_KEY] == digest
 
@@ -116,6 +119,7 @@ def test_the_warm_start_bundles_the_cache_its_search_trial_kept_without_compilin
     assert any((tmp_path / CACHE_DIRNAME / "inductor").rglob("*.so")), "the search's kernels travel with the config"
     assert started["cold_start_s"] == pytest.approx(searched["compile_time_s"] + searched["step_s"], abs=1e-3)
     assert started["warm_start_s"] < started["cold_start_s"] / 2, started
+    assert started["warm_start_cache"]["fxgraph_hit"] >= 1 and started["warm_start_missed"] is None, started
 
 
 def fake_bundle(tmp_path, measured):

@@ -60,13 +60,25 @@ def bundle_and_measure(settings, config_path: Path, work_dir: Path, kept_cache: 
         why = warm.get("cache_refused") or (warm.get("failure") or {}).get("raw", "warm start failed")
         return {"cold_start_s": cold["first_step_s"], DIGEST_KEY: digest, "warm_start_error": why[:300]}
     size = sum(f.stat().st_size for f in bundle.rglob("*") if f.is_file())
+    counters = warm.get("cache_counters") or {}
     return {
+        "warm_start_cache": counters,
+        "warm_start_missed": _missed(counters),
         "cold_start_s": round(cold["first_step_s"], 3),
         "warm_start_s": round(warm["first_step_s"], 3),
         "warm_start_speedup": round(cold["first_step_s"] / warm["first_step_s"], 2) if warm["first_step_s"] else None,
         "compile_cache_mb": round(size / 2**20, 2),
         DIGEST_KEY: digest,
     }
+
+
+def _missed(counters: Mapping[str, int]) -> str | None:
+    """Why a warm start compiled after all, from its cache counters; None when every graph hit."""
+    misses = counters.get("fxgraph_miss", 0) + counters.get("fxgraph_bypass", 0)
+    if not counters or not misses:
+        return None
+    return (f"{misses} of {misses + counters.get('fxgraph_hit', 0)} graphs compiled again (inductor's FX-graph "
+            "cache missed: another torch, device, config or inductor option than the bundle was compiled with)")
 
 
 def _searched_cold_start(measured: Mapping[str, Any]) -> float | None:

@@ -14,6 +14,17 @@ from .setup import prepare
 from .steps import Step
 
 
+def cache_counters() -> dict[str, int]:
+    """Inductor's FX-graph cache and AOTAutograd's cache: hits, misses and bypasses in this process
+    so far (torch._dynamo.utils.counters), so a warm start is known to hit, not assumed to."""
+    from torch._dynamo.utils import counters
+
+    found = {f"fxgraph_{k}": counters["inductor"].get(f"fxgraph_cache_{k}", 0) for k in ("hit", "miss", "bypass")}
+    found.update({f"autograd_{k}": counters["aot_autograd"].get(f"autograd_cache_{k}", 0)
+                  for k in ("hit", "miss", "bypass")})
+    return {k: int(v) for k, v in found.items()}
+
+
 def measure_start(spec, rec) -> None:
     """First step of the applied config in this fresh process (``mode="startup"``).
 
@@ -38,7 +49,8 @@ def measure_start(spec, rec) -> None:
     stepper(inputs)
     sync(spec.device)
     first = time.perf_counter() - start
-    rec.update(first_step_s=first, cache_load_s=loaded, cache_refused=refused[0] if refused else None)
+    rec.update(first_step_s=first, cache_load_s=loaded, cache_refused=refused[0] if refused else None,
+               cache_counters=cache_counters())
     if spec.save_artifacts_to and hasattr(torch.compiler, "save_cache_artifacts"):
         saved = torch.compiler.save_cache_artifacts()
         if saved is not None:

@@ -152,9 +152,13 @@ def extra_facts(m: dict, thread_check: dict | None) -> list[tuple[str, str, str]
         facts.append(("confirmed", f"{rounds} interleaved round{'' if rounds == 1 else 's'} in fresh processes",
                       "; ".join(x for x in (cut, spread, text(m.get("reason"))) if x)))
     if number(m.get("cold_start_s")) and number(m.get("warm_start_s")):
+        cache = m.get("warm_start_cache") or {}
+        hits = (f"; the warm start's cache: {cache.get('fxgraph_hit', 0)} graph(s) hit, "
+                f"{cache.get('fxgraph_miss', 0)} missed" if cache else "")
+        missed = f"; MISSED: {text(m['warm_start_missed'])}" if m.get("warm_start_missed") else ""
         facts.append(("first step at start-up", f"{seconds(m['warm_start_s'])} warm",
                       f"{seconds(m['cold_start_s'])} cold; compile cache saved beside best_config.yaml "
-                      f"({megabytes(m.get('compile_cache_mb'))})"))
+                      f"({megabytes(m.get('compile_cache_mb'))}){hits}{missed}"))
     elif m.get("warm_start_error"):
         facts.append(("warm start", "not available", text(m["warm_start_error"])[:160]))
     packaged = m.get("package")
