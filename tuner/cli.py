@@ -133,19 +133,8 @@ def main(argv: list[str] | None = None) -> int:
     verbose = "--verbose" in argv
     secret = _storage_arg(argv)  # scrubbed from everything printed
     try:
-        if argv and argv[0] == "show":
-            return _show(argv[1:])
-        if argv and argv[0] == "check":
-            return _check(argv[1:])
-        if argv and argv[0] == "space":
-            return _space(argv[1:])
-        if argv and argv[0] == "report":
-            return _report(argv[1:])
-        if argv and argv[0] == "export":
-            return _export(argv[1:])
-        if argv and argv[0] == "package":
-            return _package(argv[1:])
-        return _tune(argv)
+        subcommand = _SUBCOMMANDS.get(argv[0]) if argv else None
+        return subcommand(argv[1:]) if subcommand else _tune(argv)
     except TunerError as exc:
         if verbose:
             print(scrub(traceback.format_exc(), secret), file=sys.stderr, end="")
@@ -415,6 +404,11 @@ def _package(argv: list[str]) -> int:
     package_results(args.dir, timeout=args.timeout)
     print(Path(args.dir) / "model.pt2")
     return 0
+
+
+_SUBCOMMANDS = {"show": _show, "check": _check, "space": _space, "report": _report, "export": _export,
+                "package": _package}
+assert set(_SUBCOMMANDS) == set(SUBCOMMANDS)
 
 
 if __name__ == "__main__":

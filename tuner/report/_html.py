@@ -155,32 +155,38 @@ def _trials_section(data: ReportData) -> str:
 
 def _graph_breaks_section(data: ReportData) -> str:
     if not data.graph_breaks:
-        return '<h2 id="graph-breaks">Graph breaks</h2><p class="note">No trial recorded a graph break.</p>'
+        return _section("graph-breaks", "Graph breaks", "No trial recorded a graph break.")
     rows = []
     for b in data.graph_breaks:
         where = f"{b.get('file')}:{b.get('line')}"
-        rows.append(f"<tr><td title=\"{escape(where)}\"><code>{escape(_short(where))}</code></td>"
-                    f"<td><code>{escape(str(b.get('code') or ''))}</code></td>"
-                    f"<td>{escape(str(b.get('reason') or ''))}</td>"
-                    f"<td>{escape(str(b.get('hint') or ''))}</td><td class=\"num\">{len(b['trials'])}</td></tr>")
-    head = "".join(f"<th>{h}</th>" for h in ("where", "code", "reason", "what to do", "trials"))
-    return (f'<h2 id="graph-breaks">Graph breaks</h2><p class="note">Unique source lines where Dynamo split the '
-            f"graph, the most frequent first.</p><table><thead><tr>{head}</tr></thead>"
-            f"<tbody>{''.join(rows)}</tbody></table>")
+        rows.append([f"<td title=\"{escape(where)}\"><code>{escape(_short(where))}</code></td>",
+                     f"<td><code>{escape(str(b.get('code') or ''))}</code></td>",
+                     f"<td>{escape(str(b.get('reason') or ''))}</td>", f"<td>{escape(str(b.get('hint') or ''))}</td>",
+                     f"<td class=\"num\">{len(b['trials'])}</td>"])
+    return _section("graph-breaks", "Graph breaks", "Unique source lines where Dynamo split the graph, the most "
+                    "frequent first.", ("where", "code", "reason", "what to do", "trials"), rows)
 
 
 def _recompiles_section(data: ReportData) -> str:
     if not data.recompiles:
-        return '<h2 id="recompiles">Recompiles</h2><p class="note">No trial recompiled.</p>'
-    rows = [f"<tr><td><code>{escape(str(r.get('function') or ''))}</code></td>"
-            f"<td title=\"{escape(str(r.get('where') or ''))}\">"
-            f"<code>{escape(_short(str(r.get('where') or '')))}</code></td>"
-            f"<td>{escape(str(r.get('reason') or ''))}</td><td class=\"num\">{len(r['trials'])}</td></tr>"
-            for r in data.recompiles]
-    head = "".join(f"<th>{h}</th>" for h in ("function", "where", "guard that failed", "trials"))
-    return (f'<h2 id="recompiles">Recompiles</h2><p class="note">Why compiled code was compiled again (a guard on '
-            f"the inputs failed), the most frequent first.</p><table><thead><tr>{head}</tr></thead><tbody>"
-            f"{''.join(rows)}</tbody></table>")
+        return _section("recompiles", "Recompiles", "No trial recompiled.")
+    rows = [[f"<td><code>{escape(str(r.get('function') or ''))}</code></td>",
+             f"<td title=\"{escape(str(r.get('where') or ''))}\"><code>{escape(_short(str(r.get('where') or '')))}"
+             "</code></td>", f"<td>{escape(str(r.get('reason') or ''))}</td>",
+             f"<td class=\"num\">{len(r['trials'])}</td>"] for r in data.recompiles]
+    return _section("recompiles", "Recompiles", "Why compiled code was compiled again (a guard on the inputs "
+                    "failed), the most frequent first.", ("function", "where", "guard that failed", "trials"), rows)
+
+
+def _section(anchor: str, title: str, note: str, headers: tuple[str, ...] = (), rows: list[list[str]] | None = None
+             ) -> str:
+    """A titled section with a note and, given rows of ready cells, a table."""
+    out = f'<h2 id="{anchor}">{title}</h2><p class="note">{note}</p>'
+    if rows:
+        head = "".join(f"<th>{h}</th>" for h in headers)
+        body = "".join(f"<tr>{''.join(cells)}</tr>" for cells in rows)
+        out += f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    return out
 
 
 def _time_section(data: ReportData) -> str:

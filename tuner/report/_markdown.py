@@ -1,18 +1,9 @@
 """``report.md``: the verdict and the tables in GitHub Markdown, for pasting into a PR or issue."""
 from __future__ import annotations
 
+from . import _rows as rows_of  # the same tables as report.html, in Markdown
 from ._data import ReportData, budget_text, environment_rows, time_rows
 from ._repair import markdown as repair_section
-from ._rows import (
-    DIMENSION_HEADERS,
-    DYNAMIC_HEADERS,
-    FAILURE_HEADERS,
-    TRIAL_HEADERS,
-    dimension_rows,
-    dynamic_rows,
-    failure_rows,
-    trial_rows,
-)
 from ._verdict import verdict
 
 
@@ -51,17 +42,17 @@ def render_markdown(data: ReportData) -> str:
     if v.compile:
         out += ["```python", "import tuner", 'model = tuner.apply_config(model, "best_config.yaml")', "```", ""]
     out += ["## All trials", "", "Best total first; repeats of a measured config reuse its measurement.", ""]
-    rows, _ = trial_rows(data, numeric=False)
-    out += [table(TRIAL_HEADERS, rows), ""]
-    dims = dimension_rows(data)
+    rows, _ = rows_of.trial_rows(data, numeric=False)
+    out += [table(rows_of.TRIAL_HEADERS, rows), ""]
+    dims = rows_of.dimension_rows(data)
     out += ["## Which settings mattered", ""]
-    out += [table(DIMENSION_HEADERS, dims) if dims else "No setting was tried with more than one value.", ""]
+    out += [table(rows_of.DIMENSION_HEADERS, dims) if dims else "No setting was tried with more than one value.", ""]
     if data.importances:
         out += ["Optuna parameter importances (PED-ANOVA): "
                 + ", ".join(f"{cell(k)} {val:.2f}" for k, val in data.importances.items()) + ".", ""]
-    failures = failure_rows(data)
+    failures = rows_of.failure_rows(data)
     out += ["## Failed and unfinished trials", ""]
-    out += [table(FAILURE_HEADERS, failures) if failures else "No trial failed.", ""]
+    out += [table(rows_of.FAILURE_HEADERS, failures) if failures else "No trial failed.", ""]
     out += ["## Graph breaks", ""]
     if data.graph_breaks:
         out += [table(("where", "code", "reason", "what to do", "trials"), [
@@ -70,9 +61,9 @@ def render_markdown(data: ReportData) -> str:
     else:
         out += ["No trial recorded a graph break.", ""]
     out += repair_section(data, table)
-    dynamic = dynamic_rows(data)
+    dynamic = rows_of.dynamic_rows(data)
     if dynamic:
-        out += ["## Dynamic shapes over the input schedule", "", table(DYNAMIC_HEADERS, dynamic), ""]
+        out += ["## Dynamic shapes over the input schedule", "", table(rows_of.DYNAMIC_HEADERS, dynamic), ""]
     out += ["## Recompiles", ""]
     if data.recompiles:
         out += [table(("function", "where", "guard that failed", "trials"), [
