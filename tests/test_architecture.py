@@ -139,3 +139,23 @@ def test_the_documented_layer_table_is_this_tests_table(page):
     assert documented == LAYER_OF, (
         f"{page} lists {sorted(set(documented.items()) - set(LAYER_OF.items()))}; "
         f"this test lists {sorted(set(LAYER_OF.items()) - set(documented.items()))}")
+
+
+def test_no_data_layer_module_imports_torch_optuna_or_pandas_at_module_level():
+    """Layer 0 is values and rules: importing it costs no torch (tuner.apply_config's import path,
+    the CLI's start-up, the report rebuilt without torch)."""
+    import ast
+
+    heavy = {"torch", "optuna", "pandas", "matplotlib"}
+    found = []
+    for name, layer in LAYER_OF.items():
+        if layer != 0:
+            continue
+        path = PACKAGE / f"{name}.py"
+        files = [path] if path.exists() else sorted((PACKAGE / name).glob("*.py"))
+        for file in files:
+            for node in ast.parse(file.read_text()).body:  # module level only
+                names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                         else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+                found += [f"{file.name}: {n}" for n in names if n.split(".")[0] in heavy]
+    assert not found, found
