@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# A prepared GPU check (under 8 minutes on one GPU): confirm CUDA, run the CUDA-only tests, tune the
-# bundled transformer on the GPU with a small budget and print the verdict, then one zoo model at
+# A prepared GPU check (under 12 minutes on one GPU): confirm CUDA, run the CUDA-only tests, tune the
+# bundled transformer on the GPU with a small budget, print the verdict and package it (AOTInductor), then one zoo model at
 # real size (ResNet-50, benchmarks/zoo/) unchanged, under a 2-minute budget.
 #
 # On a machine with torch already installed (the lent GPU machines have it, and no network):
@@ -32,6 +32,9 @@ timeout 150 $PY -m pytest -q -p no:cacheprovider tests/test_gpu.py 2>&1 | tail -
 timeout 240 $PY -m tuner examples/tiny_transformer.py --device cuda --space gpu_quick --trials 4 \
   --steps 100000 --out "$OUT/tiny_transformer" --trial-timeout 120 --confirm 1 --confirm-rounds 2 \
   --no-progress --check-threads 2 2>&1 | tail -30
+# The winner as an AOTInductor package on the GPU, loaded and checked in a fresh process
+# (skipped with a line when the verdict is stay eager).
+timeout 240 $PY -m tuner package "$OUT/tiny_transformer" 2>&1 | tail -5 || true
 cp "$OUT/tiny_transformer/best_config.yaml" "$OUT/tiny_transformer/report.md" "${OUT_COPY:-$OUT}/" 2>/dev/null || true
 
 # The zoo at real size runs unchanged on the GPU (the workload files know no device).
