@@ -199,4 +199,8 @@ def test_the_eager_pair_sets_a_noise_floor_that_makes_a_near_tie_a_tie():
                 log=lambda line: None)
     assert abs(d["noise_floor"] - 0.0833) < 1e-3
     assert d["verdict"] == "compile" and d["choice"] == PLAIN_COMPILE.to_dict(), d["reason"]
+    # the confirmed range is never narrower than the floor: three rounds within 0.1 % still span +-4 %
+    plain = next(c for c in d["candidates"] if c["config_label"] == PLAIN_COMPILE.describe())
+    assert plain["speedup_min"] < 1.300 / 1.04 < 1.300 * 1.04 < plain["speedup_max"]
+    assert max(plain["speedup_rounds"]) - min(plain["speedup_rounds"]) < 0.002
     assert "inside the noise" in d["reason"]

@@ -46,6 +46,8 @@ class Confirmed:
     """Round -> this config's step time, timed alone in its process (eager: the mean of the
     round's processes of eager alone)."""
     floor_s: float = 0.0
+    floor: float = 0.0
+    """The noise floor as a fraction (two eager-alone processes of a round differ by this much)."""
     """The least noise any total has: the eager-versus-eager spread between processes, at this total."""
 
     @property
@@ -66,8 +68,10 @@ class Confirmed:
             "config_label": self.config.describe(),
             "rounds": len(self.speedups),
             "speedup": self.median(self.speedups),
-            "speedup_min": min(self.speedups) if self.speedups else None,
-            "speedup_max": max(self.speedups) if self.speedups else None,
+            # the confirmed range: the rounds' range, never narrower than the noise floor allows
+            "speedup_min": self._speedup_bound(min, -1),
+            "speedup_max": self._speedup_bound(max, +1),
+            "speedup_rounds": [round(s, 4) for s in self.speedups],
             "compile_time_s": self.median(self.compile_times),
             "compile_time_warm_s": self.median(self.warm_compiles),
             "total_time_s": self.median(self.totals),
@@ -77,6 +81,15 @@ class Confirmed:
             "peak_memory_mb": self.median(self.peak_memory),
             "failures": self.failures[:3],
         }
+
+    def _speedup_bound(self, pick, sign: int) -> float | None:
+        """The low (sign -1) or high (+1) end of the confirmed speedup: the rounds' extreme, or the
+        median moved by half the noise floor (as :attr:`noise_s` moves a total), whichever is wider."""
+        if not self.speedups:
+            return None
+        med = statistics.median(self.speedups)
+        floored = med / (1 + self.floor / 2) if sign < 0 else med * (1 + self.floor / 2)
+        return pick(pick(self.speedups), floored)
 
     @property
     def noise_s(self) -> float:
@@ -222,6 +235,7 @@ def _decide_now(results: dict[str, Confirmed], scoring: Scoring) -> Decision:
                         for (_, _, c), speedup in zip(rounds, entry.speedups)]
         med = entry.median(entry.speedups)
         entry.floor_s = floor / 2 * scoring.steps * eager_step / med if med else 0.0
+        entry.floor = floor
     decision = decide(results, eager_step, scoring)
     decision["noise_floor"] = floor
     return decision
