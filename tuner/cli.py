@@ -396,12 +396,14 @@ def _package(argv: list[str]) -> int:
                     "in a fresh process against eager; its figures go into best_config.yaml and the reports.")
     p.add_argument("dir", metavar="RESULTS", help="output folder of a compile-tune run")
     p.add_argument("--timeout", type=float, default=1800.0, help="seconds each of its two processes may run [1800]")
+    p.add_argument("--best-compiled", action="store_true",
+                   help="under a stay-eager verdict, package the run's best compiled config anyway")
     p.add_argument("--verbose", action="store_true", help="tracebacks for errors")
     args = p.parse_args(argv)
     if not (Path(args.dir) / "best_config.yaml").exists():
         raise TunerError(f"{args.dir}: no best_config.yaml in this folder",
                          "give the output folder of a compile-tune run (--out)")
-    package_results(args.dir, timeout=args.timeout)
+    package_results(args.dir, timeout=args.timeout, best_compiled=args.best_compiled)
     print(Path(args.dir) / "model.pt2")
     return 0
 

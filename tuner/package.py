@@ -30,15 +30,23 @@ PACKAGE_NAME = "model.pt2"
 STEP_TOLERANCE = 0.05
 
 
-def package_results(results: str | Path, timeout: float = 1800.0, log: Callable[[str], None] = print) -> dict:
+def package_results(results: str | Path, timeout: float = 1800.0, log: Callable[[str], None] = print,
+                    best_compiled: bool = False) -> dict:
     """Build, check and record the package of the run in ``results``; returns its record.
+    ``best_compiled``: under a stay-eager verdict, package the best compiled config anyway (an
+    ahead-of-time package starts without compiling, which the JIT verdict had to pay for).
     Raises :class:`TunerError` (exit code 2) where there is nothing to package or export refuses."""
     results = Path(results)
     tuned = load_tuned_config(results / "best_config.yaml")
-    if tuned.verdict != "compile":
-        raise TunerError(f"{results}: the verdict is stay eager: there is no compiled config to package",
-                         "serve the model as it is; a package is written for a compile verdict")
     study = open_saved_study(results, None, None)
+    config: CompileConfig | None = tuned.config
+    if tuned.verdict != "compile":
+        config = _best_compiled(study) if best_compiled else None
+        if config is None:
+            raise TunerError(f"{results}: the verdict is stay eager: there is no compiled config to package",
+                             "serve the model as it is, or give --best-compiled to package the best compiled "
+                             "config anyway")
+    assert config is not None
     settings = study.user_attrs.get("settings") or {}
     if settings.get("task", "infer") != "infer":
         raise TunerError(f"{results}: a {settings.get('task')} run; a package serves inference only",
@@ -46,10 +54,10 @@ def package_results(results: str | Path, timeout: float = 1800.0, log: Callable[
     out = results / PACKAGE_NAME
     out.unlink(missing_ok=True)
     base = dict(workload=str(Path(settings["workload"]).resolve()), task="infer", device=settings.get("device", "cpu"),
-                threads=settings.get("threads") or 1, config=tuned.config.to_dict(), package_path=str(out.resolve()))
+                threads=settings.get("threads") or 1, config=config.to_dict(), package_path=str(out.resolve()))
     work = results / "work"
     log(f"exporting {Path(base['workload']).name} with torch.export and compiling it with AOTInductor "
-        f"({tuned.config.describe()}) ...")
+        f"({config.describe()}) ...")
     built = run_isolated(TrialSpec(**base, mode="package"), timeout=timeout, work_dir=work)
     if built.get("status") != "ok":
         out.unlink(missing_ok=True)
@@ -62,11 +70,23 @@ def package_results(results: str | Path, timeout: float = 1800.0, log: Callable[
         raise TunerError(f"{out}: the package was written but failed to load or run: "
                          f"{(checked.get('failure') or {}).get('raw', 'no result')[:300]}",
                          "serve with tuner.apply_config(model, best_config.yaml) (JIT)")
-    record = _record(tuned.measured, tuned.config, built, checked)
-    study.set_user_attr("package", {"config_key": tuned.config.key(), **record})
+    record = _record(tuned.measured, config, built, checked)
+    if config is not tuned.config:
+        record["note"] = (f"the run's verdict is stay eager; this packages its best compiled config "
+                          f"({config.describe()}) on request (--best-compiled)")
+    study.set_user_attr("package", {"config_key": config.key(), "config_label": config.describe(), **record})
     rebuild_outputs(results)
     log(package_line(record))
     return record
+
+
+def _best_compiled(study) -> CompileConfig | None:
+    from .study import scoring_from_study
+    from .verdict import ranked
+
+    scoring = scoring_from_study(study)
+    best = ranked(study, scoring)[2] if scoring is not None else []
+    return CompileConfig.from_dict(best[0].user_attrs["config"]) if best else None
 
 
 def _refusal(built: dict) -> str:
@@ -77,7 +97,7 @@ def _refusal(built: dict) -> str:
 
 
 def _record(measured: Mapping[str, Any], config: CompileConfig, built: dict, checked: dict) -> dict[str, Any]:
-    jit = measured.get("speedup_vs_eager")
+    jit = measured.get("speedup_vs_eager") or measured.get("best_compiled_speedup")
     speedup = checked.get("speedup")
     tolerance = max(STEP_TOLERANCE, float(measured.get("noise_floor") or 0.0))
     record: dict[str, Any] = {

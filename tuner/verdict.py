@@ -48,7 +48,7 @@ def pick_best(study, scoring: Scoring, device: str) -> TunedConfig:
     if regional:
         tuned = dataclasses.replace(tuned, measured={**tuned.measured, "regional_compile": regional})
     packaged = study.user_attrs.get("package") or {}  # compile-tune package (tuner/package.py)
-    if packaged.get("config_key") == key:
+    if packaged and (packaged.get("config_key") == key or tuned.verdict == "stay_eager"):
         tuned = dataclasses.replace(tuned, measured={
             **tuned.measured, "package": {k: v for k, v in packaged.items() if k != "config_key"}})
     threads = study.user_attrs.get("thread_check") or {}
