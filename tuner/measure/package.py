@@ -23,6 +23,7 @@ from typing import Any
 from ..config import CompileConfig
 from ..diagnose import classify_exception
 from ..runtime.marks import varying_dims
+from ..runtime.packaged import load_package
 from ..spec import TrialSpec
 from ..workload import call_model
 from .correctness import TOLERANCE, compare
@@ -74,7 +75,7 @@ def check_package(spec: TrialSpec, rec) -> None:
     mix = timing_mix(ready.inputs, ready.schedule)
     rec.stage("load")
     start = time.perf_counter()
-    package = torch._inductor.aoti_load_package(spec.package_path)
+    package = load_package(spec.package_path)  # as serving code loads it (tuner.load_package)
     rec.update(load_s=time.perf_counter() - start)
     with torch.no_grad():
         first, _ = timed(lambda: call_model(package, ready.inputs), spec.device)
@@ -120,7 +121,7 @@ def _dynamic_shapes(inputs: Any, dims: dict[str, dict[int, list[int]]]) -> Any:
         found = dims.get(name)
         if not found:
             return None
-        return {d: (Dim(f"{_safe(name)}_{d}", min=lo, max=hi) if lo >= 2 else Dim.DYNAMIC)
+        return {d: (Dim(f"input_{_safe(name)}_dim{d}", min=lo, max=hi) if lo >= 2 else Dim.DYNAMIC)
                 for d, (lo, hi) in found.items()}
 
     if not dims:
