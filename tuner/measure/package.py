@@ -51,7 +51,7 @@ def build_package(spec: TrialSpec, rec) -> None:
     try:
         with torch.no_grad():
             exported = torch.export.export(ready.model, args, kwargs, strict=False,
-                                           dynamic_shapes=_dynamic_shapes(ready.inputs, dims))
+                                           dynamic_shapes=_dynamic_shapes(ready.inputs, calls, dims))
     except Exception as exc:  # noqa: BLE001 - export's refusal is the finding
         first = (str(exc).strip().splitlines() or [""])[0][:300]
         rec.update(status="failed", failure=classify_exception(exc).to_dict(), export_stopped_at=_stopping_line(exc),
@@ -112,24 +112,38 @@ def _split(inputs: Any) -> tuple[tuple, dict]:
     return (tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)), {}
 
 
-def _dynamic_shapes(inputs: Any, dims: dict[str, dict[int, list[int]]]) -> Any:
+def _dynamic_shapes(inputs: Any, calls: list, dims: dict[str, dict[int, list[int]]]) -> Any:
     """``dynamic_shapes`` in the inputs' own structure: a ``Dim`` per varying dimension, with the
-    range the schedule showed (a minimum of 1 is left to export's own choice: it specialises 0 and 1)."""
+    range the schedule showed. Dimensions whose sizes are equal in every call (``input_ids`` and
+    ``attention_mask`` over a sequence) share one ``Dim``, as export requires of equal sizes; a
+    minimum of 1 is left to export's own choice (it specialises 0 and 1)."""
     from torch.export import Dim
-
-    def spec_for(name: str) -> dict[int, Any] | None:
-        found = dims.get(name)
-        if not found:
-            return None
-        return {d: (Dim(f"input_{_safe(name)}_dim{d}", min=lo, max=hi) if lo >= 2 else Dim.DYNAMIC)
-                for d, (lo, hi) in found.items()}
 
     if not dims:
         return None
+    shared: dict[tuple, Any] = {}
+
+    def dim_for(name: str, d: int, lo: int, hi: int) -> Any:
+        sizes = tuple(_size(call, name, d) for call in calls)
+        if sizes not in shared:
+            shared[sizes] = Dim(f"input_{_safe(name)}_dim{d}", min=lo, max=hi) if lo >= 2 else Dim.DYNAMIC
+        return shared[sizes]
+
+    def spec_for(name: str) -> dict[int, Any] | None:
+        found = dims.get(name)
+        return {d: dim_for(name, d, lo, hi) for d, (lo, hi) in found.items()} if found else None
+
     if isinstance(inputs, dict):
         return {name: spec_for(str(name)) for name in inputs}
     items = inputs if isinstance(inputs, (tuple, list)) else (inputs,)
     return tuple(spec_for(str(i)) for i in range(len(items)))
+
+
+def _size(call: Any, name: str, d: int) -> int | None:
+    value = call.get(name) if isinstance(call, dict) else (call if not isinstance(call, (tuple, list)) else
+                                                            call[int(name)] if int(name) < len(call) else None)
+    shape = getattr(value, "shape", None)
+    return int(shape[d]) if shape is not None and d < len(shape) else None
 
 
 def _safe(name: str) -> str:
