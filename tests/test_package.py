@@ -20,7 +20,8 @@ def test_a_packaged_winner_loads_matches_eager_and_starts_far_faster_than_a_cold
     space.write_text("backend: [inductor]\n")
     out = tmp_path / "run"
     proc = cli(str(workloads / "fusable_schedule.py"), "--space", str(space), "--trials", "1", "--out", str(out),
-               "--measure-seconds", "0.5", "--confirm", "0", "--no-check", "--no-warm-start", "--no-progress")
+               "--measure-seconds", "0.5", "--steps", "1000000", "--confirm", "0", "--no-check", "--no-warm-start",
+               "--no-progress")
     assert proc.returncode == 0, proc.stderr
     assert yaml.safe_load((out / "best_config.yaml").read_text())["verdict"] == "compile"
     proc = cli("package", str(out))
