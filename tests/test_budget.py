@@ -162,13 +162,14 @@ ENV = {"torch": "2.13.0+cpu", "device": "cpu", "threads": 1}
 def run_on_fake_clock(tmp_path, workloads, spaces, monkeypatch, budget_s, **options):
     now = [1000.0]
 
-    def measure(self, config, label="trial", compile_budget_s=None, warm=True, reuse_cache=False, timing_share=1.0):
+    def measure(self, config, label="trial", compile_budget_s=None, warm=True, reuse_cache=False, timing_share=1.0,
+            timing="beside"):
         now[0] += WALL if timing_share == 1.0 else CONFIRM_WALL  # a confirmation trial takes what the plan says
-        result = {"status": "ok", "eager_step_s": 0.01, "step_s": 0.01 / 1.5, "correct": True, "peak_memory_mb": 10.0,
+        result = {"status": "ok", "eager_step_s": 0.01, "step_s": 0.01, "correct": True, "peak_memory_mb": 10.0,
                   "eager_peak_memory_mb": 10.0, "environment": ENV, "trial_wall_s": WALL}
         # plain compile trails two tied finalists: confirmation races 3 configs and never settles
         speedup = 1.4 if config.key() == PLAIN_COMPILE.key() else 1.5
-        return dict(result, speedup=speedup, compile_time_s=1.0) if config.compiles else result
+        return dict(result, speedup=speedup, step_s=0.01 / speedup, compile_time_s=1.0) if config.compiles else result
 
     monkeypatch.setattr(Tuner, "measure", measure)
     monkeypatch.setattr("tuner.pipeline.RunClock", functools.partial(RunClock, now=lambda: now[0]))

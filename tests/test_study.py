@@ -314,7 +314,8 @@ def test_warm_compile_cost_prunes_no_compile_that_could_win_warm(tmp_path, workl
 
     budgets = []
 
-    def measure(self, config, label="trial", compile_budget_s=None, warm=True, reuse_cache=False, timing_share=1.0):
+    def measure(self, config, label="trial", compile_budget_s=None, warm=True, reuse_cache=False, timing_share=1.0,
+            timing="beside"):
         if label.startswith("trial-"):
             budgets.append(compile_budget_s)
         result = {"status": "ok", "eager_step_s": 0.01, "correct": True, "peak_memory_mb": 1.0,

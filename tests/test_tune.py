@@ -33,7 +33,8 @@ def crashed() -> dict:
 
 def stand_in(confirm_round):
     """A ``Tuner.measure`` that measures nothing; ``confirm_round(config)`` answers confirmation rounds."""
-    def measure(self, config, label="trial", compile_budget_s=None, warm=True, reuse_cache=False, timing_share=1.0):
+    def measure(self, config, label="trial", compile_budget_s=None, warm=True, reuse_cache=False, timing_share=1.0,
+                timing="beside"):
         if label.startswith("confirm-"):
             return confirm_round(config)
         return ok(config)
@@ -86,7 +87,8 @@ def test_an_unconfirmed_verdict_says_why_in_the_yaml_and_the_report(tmp_path, wo
 def test_an_interrupted_study_writes_an_unconfirmed_verdict(tmp_path, workloads, monkeypatch):
     calls = []
 
-    def measure(self, config, label="trial", compile_budget_s=None, warm=True, reuse_cache=False, timing_share=1.0):
+    def measure(self, config, label="trial", compile_budget_s=None, warm=True, reuse_cache=False, timing_share=1.0,
+                timing="beside"):
         calls.append(label)
         if label.startswith("trial-"):
             raise KeyboardInterrupt
@@ -102,7 +104,8 @@ def test_an_interrupted_study_writes_an_unconfirmed_verdict(tmp_path, workloads,
 
 
 def test_an_error_after_the_eager_baseline_still_writes_the_outputs_then_is_raised(tmp_path, workloads, monkeypatch):
-    def measure(self, config, label="trial", compile_budget_s=None, warm=True, reuse_cache=False, timing_share=1.0):
+    def measure(self, config, label="trial", compile_budget_s=None, warm=True, reuse_cache=False, timing_share=1.0,
+                timing="beside"):
         if label.startswith("trial-"):
             raise RuntimeError("storage went away")
         return ok(config)
@@ -145,7 +148,8 @@ def test_tuner_tune_can_be_called_twice(tmp_path, workloads):
     script = f"""
 import tuner, tuner.search
 
-def measure(self, config, label="trial", compile_budget_s=None, warm=True, reuse_cache=False, timing_share=1.0):
+def measure(self, config, label="trial", compile_budget_s=None, warm=True, reuse_cache=False, timing_share=1.0,
+            timing="beside"):
     result = {{"status": "ok", "eager_step_s": 0.01, "step_s": 0.01, "correct": True, "peak_memory_mb": 10.0,
               "eager_peak_memory_mb": 10.0, "environment": {ENV!r}}}
     return dict(result, speedup=1.0, compile_time_s=1.0) if config.compiles else result
