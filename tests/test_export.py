@@ -395,3 +395,15 @@ def test_accelerate_regional_example_trains_with_the_exported_regional_compile(r
     for _, _, _, loss, _, eager in steps:
         assert float(loss) == pytest.approx(float(eager), rel=1e-4), "aot_eager matches eager"
     assert float(steps[-1][3]) < float(steps[0][3])
+
+
+def test_accelerates_own_tf32_on_cuda_is_named_as_a_change_of_what_was_measured():
+    import inspect
+
+    from accelerate import state
+
+    assert "torch.backends.cuda.matmul.allow_tf32 = True" in inspect.getsource(state)  # still what accelerate does
+    blocks = exports(tuned_dict(CompileConfig(backend="inductor")))
+    for name in ("accelerate", "hf-trainer"):
+        assert [x["setting"] for x in blocks[name]["changes_measured"]] == ["torch.backends.cuda.matmul.allow_tf32"]
+    assert not exports(tuned_dict(CompileConfig(), verdict="stay_eager"))["accelerate"].get("changes_measured")

@@ -92,7 +92,8 @@ def _accelerate(c: _View) -> dict[str, Any]:
         only_plugin = ("carried by `plugin` only (Python: TorchDynamoPlugin(options=...)); accelerate's config file "
                        "and its ACCELERATE_DYNAMO_* variables have no setting for inductor options")
         lost = [dict(x, why=only_plugin) if x["setting"].startswith("options.") else x for x in lost]
-    block = {"dynamo_config": dynamo_config, "env": env, "unset": unset, "plugin": plugin, "not_carried": lost}
+    block = {"dynamo_config": dynamo_config, "env": env, "unset": unset, "plugin": plugin, "not_carried": lost,
+             "changes_measured": _accelerate_tf32(c, "accelerate")}
     if c.precision:  # a top-level key of accelerate's config file; Accelerator() reads the variable
         block["mixed_precision"] = env["ACCELERATE_MIXED_PRECISION"] = _ACCELERATE_MIXED_PRECISION[c.precision]
         block["notes"] = [_ACCELERATE_NOTES[c.precision]]
@@ -114,7 +115,7 @@ def _hf_trainer(c: _View) -> dict[str, Any]:
         # The Trainer's accelerator autocasts the forward; tf32 False, because with torch_compile and bf16 the
         # Trainer would also turn TF32 matmuls on (TrainingArguments.__post_init__), which was not measured.
         args.update(bf16=True, tf32=False)
-    changes = []
+    changes = _accelerate_tf32(c, "the Trainer (through accelerate)")
     if c.precision == "tf32":
         args["tf32"] = True
         changes.append(_lost("tf32", True, "TrainingArguments(tf32=True) sets torch.backends.fp32_precision = "
@@ -122,3 +123,14 @@ def _hf_trainer(c: _View) -> dict[str, Any]:
                              "convolutions included; the measured config set torch.set_float32_matmul_precision"
                              "('high'), matmuls only"))
     return {"training_args": args, "env": env, "unset": unset, "not_carried": lost, "changes_measured": changes}
+
+
+def _accelerate_tf32(c: _View, tool: str) -> list[dict[str, Any]]:
+    """accelerate's AcceleratorState turns TF32 matmuls on whenever it compiles on CUDA with
+    mixed_precision "no" (accelerate/state.py, 1.15): a float32 config then runs TF32 matmuls."""
+    if not c.compiles or c.precision:
+        return []
+    return [_lost("torch.backends.cuda.matmul.allow_tf32", True, f"on CUDA, {tool} sets it whenever it compiles with "
+                  "mixed_precision 'no' (TF32 matmuls); the measured config ran float32 matmuls. Set it back to "
+                  "False after the Accelerator is built to run what was measured")]
+
