@@ -1,7 +1,7 @@
 """``compile-tune package RESULTS``: the winner of an inference run as a ``.pt2`` that starts
 without compiling, verified before it is recommended.
 
-Two fresh processes (tuner/measure/package.py): one exports the workload's model with
+Two fresh processes (tuner/measure/aot_package.py): one exports the workload's model with
 ``torch.export`` (the schedule's varying dimensions as ``Dim``s) and compiles it with AOTInductor
 under the tuned inductor options into ``model.pt2`` beside ``best_config.yaml``; one loads that file
 as serving code would (``tuner.load_package``), checks its outputs against eager on every distinct

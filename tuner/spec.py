@@ -55,10 +55,10 @@ class TrialSpec:
     mode: str = "trial"
     """``trial`` measures a config; ``check`` runs the quick model check (tuner/measure/check.py);
     ``startup`` times the first step of an applied config (tuner/measure/startup.py); ``package``
-    and ``package_check`` build and check the ahead-of-time compiled model (tuner/measure/package.py)."""
+    and ``package_check`` build and check the ahead-of-time compiled model (tuner/measure/aot_package.py)."""
     package_path: str | None = None
     """``package`` mode: write the AOTInductor ``.pt2`` here; ``package_check``: load and check it
-    (tuner/measure/package.py)."""
+    (tuner/measure/aot_package.py)."""
     config_path: str | None = None
     """``startup`` mode: apply the config from this best_config.yaml, as a user would."""
     save_artifacts_to: str | None = None

@@ -16,9 +16,9 @@ from ..diagnose import classify_exception
 from ..heap import DEFAULT, PINNED, pin_heap
 from ..launch import die_with_parent
 from ..spec import TrialSpec
+from .aot_package import build_package, check_package
 from .check import run_check
 from .devices import environment, limit_memory
-from .package import build_package, check_package
 from .startup import measure_start
 from .threads import measure_threads
 from .trial import Recorder, run_trial

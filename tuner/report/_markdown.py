@@ -1,7 +1,8 @@
 """``report.md``: the verdict and the tables in GitHub Markdown, for pasting into a PR or issue."""
 from __future__ import annotations
 
-from . import _rows as rows_of  # the same tables as report.html, in Markdown
+import tuner.report._rows as rows_of  # the same tables as report.html, in Markdown
+
 from ._data import ReportData, budget_text, environment_rows, time_rows
 from ._repair import markdown as repair_section
 from ._verdict import verdict
