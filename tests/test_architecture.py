@@ -22,7 +22,7 @@ LAYER_OF = {
     "search": 5, "confirm": 5, "verdict": 5, "dead_ends": 5,
     "report": 6,
     "pipeline": 7, "options": 7, "run": 7, "package": 7, "outputs": 7, "workers": 7, "thread_check": 7, "bundle": 7, "progress": 7,
-    "cli": 8, "_worker": 8, "__init__": 8, "__main__": 8,
+    "cli": 8, "cli_ship": 8, "_worker": 8, "__init__": 8, "__main__": 8,
 }
 #: layer -> the layers it may import (its own included)
 MAY_IMPORT = {

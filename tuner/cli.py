@@ -20,6 +20,8 @@ import warnings
 from typing import NoReturn
 
 from ._version import __version__
+from .cli_ship import export_command as _export
+from .cli_ship import package_command as _package
 from .errors import TunerError
 from .options import default
 from .spec import Role
@@ -342,69 +344,6 @@ def _report(argv: list[str]) -> int:
     for name in ("report.html", "report.md", "trials.csv", "best_config.yaml"):
         print(os.path.join(args.dir, name))
     print(_verdict_text(tuned, args.dir))
-    return 0
-
-
-def _export(argv: list[str]) -> int:
-    from pathlib import Path
-
-    from .config import load_tuned_config
-    from .export import TARGETS, render
-
-    p = argparse.ArgumentParser(
-        prog="compile-tune export",
-        description="Print a run's tuned settings in another tool's own format, with the list of what that tool "
-                    "cannot carry. tuner.apply_config(model, best_config.yaml) is the lossless path.")
-    p.add_argument("dir", metavar="DIR", help="output folder of a tuning run, or its best_config.yaml")
-    p.add_argument("--to", required=True, choices=TARGETS, help="the tool to export for")
-    p.add_argument("--output", "-o", metavar="FILE", default=None, help="write to FILE instead of stdout")
-    p.add_argument("--verbose", action="store_true", help="tracebacks for errors")
-    args = p.parse_args(argv)
-    path = Path(args.dir)
-    if path.is_dir():
-        path = path / "best_config.yaml"
-        if not path.exists():
-            hint = ("rebuild it with `compile-tune report DIR`" if (path.parent / "study.db").exists()
-                    else "give the output folder of a compile-tune run (--out) or its best_config.yaml")
-            raise TunerError(f"{args.dir}: no best_config.yaml in this folder", hint)
-    elif not path.exists():
-        raise TunerError(f"{args.dir}: no such folder or file",
-                         "give the output folder of a compile-tune run (--out) or its best_config.yaml")
-    tuned = load_tuned_config(path)
-    label = (f"compile with {tuned.config.describe()}" if tuned.verdict == "compile"
-             else "stay eager (this export does not compile)")
-    text, header = render(tuned.to_dict(), args.to, source=str(path), label=label)
-    if args.output:
-        Path(args.output).write_text(text)
-        print(args.output)
-    else:
-        print(text, end="")
-    if header and (args.output or args.to == "vllm"):  # the format has no comments, or the file holds them
-        print("".join(f"# {line}\n" for line in header), file=sys.stderr, end="")
-    return 0
-
-
-def _package(argv: list[str]) -> int:
-    from pathlib import Path
-
-    from .package import package_results
-
-    p = argparse.ArgumentParser(
-        prog="compile-tune package",
-        description="Export the winner of an inference run with torch.export, compile it ahead of time with "
-                    "AOTInductor into RESULTS/model.pt2 (tuner.load_package loads it with no compile), and check it "
-                    "in a fresh process against eager; its figures go into best_config.yaml and the reports.")
-    p.add_argument("dir", metavar="RESULTS", help="output folder of a compile-tune run")
-    p.add_argument("--timeout", type=float, default=1800.0, help="seconds each of its two processes may run [1800]")
-    p.add_argument("--best-compiled", action="store_true",
-                   help="under a stay-eager verdict, package the run's best compiled config anyway")
-    p.add_argument("--verbose", action="store_true", help="tracebacks for errors")
-    args = p.parse_args(argv)
-    if not (Path(args.dir) / "best_config.yaml").exists():
-        raise TunerError(f"{args.dir}: no best_config.yaml in this folder",
-                         "give the output folder of a compile-tune run (--out)")
-    package_results(args.dir, timeout=args.timeout, best_compiled=args.best_compiled)
-    print(Path(args.dir) / "model.pt2")
     return 0
 
 
