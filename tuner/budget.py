@@ -8,18 +8,12 @@ fits beside the warm start's reserve; the warm start and the thread check run on
 Every estimate comes from what this study's trials took (:class:`Plan`), so a slow model gets a
 larger reserve than a fast one.
 
-Everything here is data and arithmetic: the pipeline asks, the clock answers.
-
-Example:
-    >>> parse_duration("1h30m")
-    5400.0
-    >>> format_duration(302)
-    '5m 02s'
+Everything here is data and arithmetic: the run asks, the clock answers. How durations are
+written and read is tuner/core/durations.py.
 """
 from __future__ import annotations
 
 import math
-import re
 import statistics
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -27,94 +21,26 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import TunerError
+from .confirm import CONFIRM_TIMING_SHARE, EAGER_ALONE, MIN_ROUNDS
+from .durations import PHASES, format_duration
+from .options import TuneOptions
 from .spec import Role
 
-#: The phases of a run, in the order they run (and are listed); a run's ``phase_seconds`` adds
-#: ``other`` (what no phase covers) and ``total``.
-PHASES = ("check", "baselines", "search", "confirmation", "warm start", "thread check", "outputs")
 #: Seconds kept back for writing best_config.yaml, trials.csv and the reports at the end.
 OUTPUT_RESERVE_S = 5.0
-#: Confirmation rounds the search leaves room for: the race's minimum (tuner.confirm.MIN_ROUNDS;
-#: not imported, since confirm sits above this module), so a cut search still gets a spread.
-CONFIRM_RESERVE_ROUNDS = 2
+#: Confirmation rounds the search leaves room for: the race's minimum, so a cut search still gets a spread.
+CONFIRM_RESERVE_ROUNDS = MIN_ROUNDS
 #: The warm start bundles the cache the best config's search trial kept and times a warm first
 #: step in one short process (no longer than a confirmation trial: a warm compile, no timing
 #: loop); without a kept cache (a resumed run) it compiles cold once more first: at most about
 #: one compiled trial.
 WARM_START_TRIALS = 1.0
-#: Each confirmation trial times this share of a search trial's steps (``--measure-seconds`` and
-#: its rounds; tuner/confirm.py). What confirmation adds is fresh processes: one config's step
-#: time varies 10-20 % between processes and far less within one, so the rounds, not the steps
-#: per round, carry its weight; two rounds still time more steps per config than the search did.
-CONFIRM_TIMING_SHARE = 0.6
-#: Processes of eager alone in each confirmation round (tuner/confirm.py): eager's own figure and
-#: the noise floor. The plan counts each as a confirmation trial (they compile nothing: an overestimate).
-EAGER_ALONE = 2
 #: A warm compile (a fresh process that finds the cache) as a share of the cold one, until one is
 #: measured (:func:`warm_share`). It skips code generation and the C++ builds, not Dynamo's tracing. Measured on 2 CPU
 #: cores: 0.11-0.14 (inference and training of a 4-block model, ../shared/TORCH_COMPILE_FACTS.md
 #: section 2), 0.07 (examples/tiny_transformer.py), 0.34 for a whole first step at start-up (the
 #: README's warm-start row); on a GPU, tracing is a larger share. 0.35 stays above all of them.
 WARM_COMPILE_SHARE = 0.35
-#: Why confirmation did not run when the budget had no room for one round (the verdict says so).
-BUDGET_RAN_OUT = "the --budget ran out"
-#: Study attributes: the latest run's seconds per phase (:meth:`RunClock.phase_seconds`), and what
-#: its budget did (:meth:`RunClock.budget_record`; None when it had none).
-PHASE_ATTR, BUDGET_ATTR = "phase_seconds", "budget"
-
-DURATION_HINT = "give a duration such as 90s, 20m, 1h30m or 1.5h (a plain number is seconds)"
-_PARTS = re.compile(r"(\d+(?:\.\d*)?|\.\d+)\s*([hms])")
-_UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0}
-
-
-def parse_duration(value: str | float | int, flag: str = "--budget") -> float:
-    """Seconds in ``20m``, ``90s``, ``1h``, ``1h30m``, ``1.5h`` or a plain number of seconds.
-
-    Example:
-        >>> parse_duration("20m"), parse_duration("90"), parse_duration(1.5)
-        (1200.0, 90.0, 1.5)
-    """
-    seconds = _seconds_in(value)
-    if seconds is None:
-        raise TunerError(f"{flag} must be a duration, got {value!r}", DURATION_HINT)
-    if not math.isfinite(seconds) or seconds <= 0:
-        raise TunerError(f"{flag} must be more than 0 seconds, got {value!r}", DURATION_HINT)
-    return seconds
-
-
-def _seconds_in(value: str | float | int) -> float | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, (int, float)):
-        return float(value)
-    text = str(value).strip().lower()
-    try:
-        return float(text)
-    except ValueError:
-        pass
-    parts = _PARTS.findall(text)
-    units = [unit for _, unit in parts]
-    # Each unit once, largest first ("1h30m", not "30m1h" or "1m1m"); nothing else in the text.
-    if not parts or units != sorted(set(units), key="hms".index) or _PARTS.sub("", text).strip():
-        return None
-    return sum(float(number) * _UNITS[unit] for number, unit in parts)
-
-
-def format_duration(seconds: float) -> str:
-    """``6 s``, ``48 s``, ``3m 10s``, ``5m``, ``1h 02m``: how a person reads a wall time."""
-    if seconds < 10:
-        return f"{max(seconds, 0.0):.1f} s"
-    whole = int(round(seconds))
-    if whole < 60:
-        return f"{whole} s"
-    if whole < 3600:
-        minutes, rest = divmod(whole, 60)
-        return f"{minutes}m {rest:02d}s" if rest else f"{minutes}m"
-    hours, rest = divmod(whole, 3600)
-    minutes = int(round(rest / 60))
-    return f"{hours}h {minutes:02d}m" if minutes else f"{hours}h"
-
 
 def trial_walls(trials: Iterable[Any]) -> tuple[list[float], list[float], list[float]]:
     """``(every trial, compiled trials, confirmation trials)``: wall seconds of the trials measured
@@ -172,7 +98,7 @@ class Plan:
     output_s: float = OUTPUT_RESERVE_S
 
     @classmethod
-    def for_run(cls, trials: Iterable[Any], opts: Any) -> Plan:
+    def for_run(cls, trials: Iterable[Any], opts: TuneOptions) -> Plan:
         """The plan of a run with these options (a ``TuneOptions``): confirmation is on for the
         time objective with rounds to run; the warm start as the options say."""
         confirming = opts.objective == "time" and opts.confirm_rounds > 0
@@ -365,24 +291,3 @@ class RunClock:
         return text + (f", about {format_duration(left_s)} left" if left_s is not None else "")
 
 
-def time_line(phase_seconds: dict[str, float]) -> str:
-    """``time: check 6 s, baselines 48 s, search 3m 10s; total 4m 12s``."""
-    parts = [f"{p} {format_duration(s)}" for p, s in phase_seconds.items() if p != "total"]
-    total = phase_seconds.get("total")
-    return "time: " + ", ".join(parts) + (f"; total {format_duration(total)}" if total is not None else "")
-
-
-def budget_line(record: dict) -> str:
-    """``budget 5m: used 4m 52s; cut short: search (3 of 8 trials); skipped: warm start``."""
-    line = f"budget {format_duration(record['seconds'])}: used {format_duration(record['used_s'])}"
-    over = record["used_s"] - record["seconds"]
-    if over > 0:
-        line += f" ({format_duration(over)} over)"
-    cut, skipped = record.get("cut_short") or {}, record.get("skipped") or []
-    if cut:
-        line += "; cut short: " + ", ".join(f"{p} ({how})" for p, how in cut.items())
-    if skipped:
-        line += "; skipped: " + ", ".join(skipped)
-    if not cut and not skipped:
-        line += "; nothing was cut short"
-    return line

@@ -9,17 +9,10 @@ import dataclasses
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-
-from .dynamo_settings import describe as describe_dynamo
 from .errors import ConfigError
-from .export import exports
-from .precision import CHANGES_NUMERICS, PRECISIONS
-from .precision import FLAG as PRECISION_FLAG
-from .precision import MEANING as PRECISION_MEANING
+from .precision import PRECISIONS
 from .precision import label as precision_label
 
 #: target values with a fixed meaning; any other string is a module-name glob pattern.
@@ -219,6 +212,23 @@ class CompileConfig:
         return kwargs
 
 
+def describe_dynamo(name: str, value: Any) -> str:
+    """``+capture_scalar_outputs``, ``-trace_numpy``, ``recompile_limit=4``,
+    ``ignore_logging_functions=[Logger.info]``."""
+    if value is True:
+        return f"+{name}"
+    if value is False:
+        return f"-{name}"
+    if isinstance(value, list):
+        return f"{name}=[{','.join(_short_dotted(v) for v in value)}]"
+    return f"{name}={value}"
+
+
+def _short_dotted(dotted: str) -> str:
+    """``logging.Logger.info`` -> ``Logger.info``; ``builtins.print`` -> ``print``."""
+    return ".".join(dotted.removeprefix("builtins.").split(".")[-2:])
+
+
 def _marks(marks, field_name: str) -> dict[str, dict[int, list[int]]]:
     """``mark_dynamic`` (or ``mark_unbacked``) checked and in one canonical form: {input: {dim: [min, max]}}."""
     if not isinstance(marks, Mapping):
@@ -283,50 +293,3 @@ class TunedConfig:
         if self.thread_check is not None:
             data["thread_check"] = dict(self.thread_check)
         return data
-
-
-def save_tuned_config(tuned: TunedConfig, path: str | Path) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    header = (
-        "# compile-tune result. Use it with:\n"
-        f"#   model = tuner.apply_config(model, \"{path.as_posix()}\")\n"
-        "# `exports:` holds what accelerate, the HF Trainer, env variables, torchtitan and vLLM can carry\n"
-        "# of it, and what they cannot (compile-tune export DIR --to TOOL prints each in its own format).\n"
-    )
-    if tuned.config.changes_numerics:
-        p = tuned.config.precision
-        assert p is not None  # what changes_numerics means
-        header += (f"# {CHANGES_NUMERICS.upper()}: precision {p} = {PRECISION_MEANING[p]}; results differ from the "
-                   f"model's own float32\n# ones within {p}'s tolerance (checked against eager); tuned with "
-                   f"{PRECISION_FLAG}.\n")
-    data = tuned.to_dict()
-    data["exports"] = exports(data)  # loading ignores it: the config above is the source of truth
-    # A JSON round trip turns str subclasses (torch's TorchVersion) and tuples into plain YAML types.
-    plain = json.loads(json.dumps(data, default=str))
-    path.write_text(header + yaml.safe_dump(plain, sort_keys=False))
-    return path
-
-
-def load_tuned_config(path: str | Path) -> TunedConfig:
-    path = Path(path)
-    try:
-        data = yaml.safe_load(path.read_text())
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: no such config file", "run compile-tune first, or check the path") from None
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML ({_first_line(exc)})") from None
-    if not isinstance(data, dict) or "config" not in data:
-        raise ConfigError(f"{path}: expected a mapping with a `config` key (a best_config.yaml)")
-    try:
-        cfg = CompileConfig.from_dict(data["config"])
-    except (ConfigError, TypeError) as exc:
-        raise ConfigError(f"{path}: {exc}") from None
-    verdict = data.get("verdict", "compile")
-    if verdict not in ("compile", "stay_eager"):
-        raise ConfigError(f"{path}: `verdict` must be compile or stay_eager, got {verdict!r}")
-    return TunedConfig(cfg, verdict, data.get("measured") or {}, data.get("tuned_on") or {}, data.get("thread_check"))
-
-
-def _first_line(exc: Exception) -> str:
-    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__

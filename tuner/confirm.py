@@ -17,8 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypedDict
 
-from .budget import BUDGET_RAN_OUT, CONFIRM_TIMING_SHARE, EAGER_ALONE
 from .config import EAGER, PLAIN_COMPILE, CompileConfig
+from .durations import BUDGET_RAN_OUT
 from .score import Scoring, total_time
 from .search import Tuner
 from .verdict import SKIPPED_ATTR, finalist_configs
@@ -127,6 +127,15 @@ class Decision(TypedDict, total=False):
 
 #: Rounds before the ranking may be called settled: one more than it takes to see any noise.
 MIN_ROUNDS = 2
+#: Each confirmation trial times this share of a search trial's steps (``--measure-seconds`` and
+#: its rounds). What confirmation adds is fresh processes: one config's step
+#: time varies 10-20 % between processes and far less within one, so the rounds, not the steps
+#: per round, carry its weight; two rounds still time more steps per config than the search did.
+CONFIRM_TIMING_SHARE = 0.6
+#: Processes of eager alone in each confirmation round: eager's own figure and
+#: the noise floor. The budget's plan counts each as a confirmation trial (they compile nothing: an
+#: overestimate).
+EAGER_ALONE = 2
 #: A margin counts as clear at this many times its measured noise.
 CLEAR = 2.0
 

@@ -132,23 +132,6 @@ def neighbours(current: Mapping[str, Any], section: dict[str, list]) -> list[dic
     return out
 
 
-def describe(name: str, value: Any) -> str:
-    """``+capture_scalar_outputs``, ``-trace_numpy``, ``recompile_limit=4``,
-    ``ignore_logging_functions=[Logger.info]``."""
-    if value is True:
-        return f"+{name}"
-    if value is False:
-        return f"-{name}"
-    if isinstance(value, list):
-        return f"{name}=[{','.join(_short(v) for v in value)}]"
-    return f"{name}={value}"
-
-
-def _short(dotted: str) -> str:
-    """``logging.Logger.info`` -> ``Logger.info``; ``builtins.print`` -> ``print``."""
-    return ".".join(dotted.removeprefix("builtins.").split(".")[-2:])
-
-
 def validate_section(section: dict, fail: Callable[..., Any]) -> dict[str, list]:
     """The ``dynamo:`` section of a space, checked: name -> its choices (canonical names and values).
 

@@ -18,8 +18,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from .config import CompileConfig
-from .dynamo_settings import describe, known_settings
+from .config import CompileConfig, describe_dynamo
+from .dynamo_settings import known_settings
 from .spec import Role
 
 LOGGER_METHODS = ("debug", "info", "warning", "warn", "error", "critical", "exception", "log")
@@ -99,7 +99,8 @@ def add_repairs(space, check: dict | None) -> list[str]:
         if repair.setting in space.dynamo or default == repair.value:
             continue
         space.dynamo[repair.setting] = [default, repair.value]
-        lines.append(f"  repair: the search tries dynamo {describe(repair.setting, repair.value)} ({repair.what}) "
+        setting = describe_dynamo(repair.setting, repair.value)
+        lines.append(f"  repair: the search tries dynamo {setting} ({repair.what}) "
                      f"against the graph break(s) at {_breaks_text(targets)}")
     return lines
 
@@ -147,7 +148,7 @@ def effects(trial_attrs: list[dict]) -> list[dict]:
                  or [t for t in rows if name not in (t["config"].get("dynamo") or {})])
         kept = {_line(b) for t in side for b in t.get("graph_break_details") or []}
         removed = {_line(b): b for t in other for b in t.get("graph_break_details") or [] if _line(b) not in kept}
-        values = sorted({describe(name, t["config"]["dynamo"][name]) for t in side})
+        values = sorted({describe_dynamo(name, t["config"]["dynamo"][name]) for t in side})
         out.append({"setting": name, "value": ", ".join(values), "paired": bool(pairs),
                     "with": _summary(side), "without": _summary(other),
                     "removed": [dict(b, where=where(b)) for _, b in sorted(removed.items())] if side else []})
@@ -175,8 +176,8 @@ def _why_it_stays(b: dict, found: list[dict]) -> str:
     if repair is None:
         return "no Dynamo setting lifts it: " + (str(b.get("hint") or "rewrite the line"))
     if repair.setting in {e["setting"] for e in found}:
-        return f"{describe(repair.setting, repair.value)} was searched but the break stayed"
-    return f"{describe(repair.setting, repair.value)} can lift it (not searched: run with the model check)"
+        return f"{describe_dynamo(repair.setting, repair.value)} was searched but the break stayed"
+    return f"{describe_dynamo(repair.setting, repair.value)} can lift it (not searched: run with the model check)"
 
 
 def lines(trial_attrs: list[dict]) -> list[str]:
