@@ -26,7 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tuner.budget import BUDGET_ATTR, budget_line, format_duration, parse_duration  # noqa: E402
+from tuner.core.durations import BUDGET_ATTR, budget_line, format_duration, parse_duration  # noqa: E402
 
 
 def run(workload: str, space: str, trials: int, budget: str | None, out: Path) -> tuple[float, dict]:

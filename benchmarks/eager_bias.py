@@ -79,8 +79,8 @@ def run_alone(a, steps: int) -> float | None:
 
 def run_trial(a, config: dict, work: Path, cache: Path, fresh: bool) -> dict:
     sys.path.insert(0, str(ROOT))
+    from tuner.core.spec import TrialSpec
     from tuner.isolated import run_isolated
-    from tuner.spec import TrialSpec
 
     spec = TrialSpec(workload=str(Path(a.workload).resolve()), config=config, task=a.task, threads=a.threads)
     if fresh:

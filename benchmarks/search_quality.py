@@ -28,12 +28,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tuner.config import CompileConfig  # noqa: E402
-from tuner.space import load_space  # noqa: E402
-from tuner.search import Tuner  # noqa: E402
-from tuner.study import (StudyRun, StudySettings, has_repeated_blocks, open_store, open_study,  # noqa: E402
-                         scoring_from_study)
+from tuner.core.config import CompileConfig  # noqa: E402
 from tuner.runtime.marks import distinct_shapes, varying_dims  # noqa: E402
+from tuner.search import Tuner  # noqa: E402
+from tuner.space.search_space import load_space  # noqa: E402
+from tuner.study import StudyRun, StudySettings, has_repeated_blocks, open_store, open_study, scoring_from_study
 from tuner.workload import load_workload  # noqa: E402
 
 SPACE = str(ROOT / "benchmarks" / "sweep.yaml")
@@ -110,7 +109,7 @@ def same_compile(config: CompileConfig) -> str:
     in one space and no shape_padding in another compile the same way."""
     from dataclasses import replace
 
-    from tuner.config_defaults import inductor_defaults
+    from tuner.system.config_defaults import inductor_defaults
 
     defaults = inductor_defaults()
     return replace(config, options={k: v for k, v in config.options.items() if defaults.get(k, object()) != v}).key()

@@ -106,7 +106,7 @@ def row(name: str) -> dict:
 
 
 def _label(best: dict) -> str:
-    from tuner.config import CompileConfig
+    from tuner.core.config import CompileConfig
 
     return CompileConfig.from_dict(best.get("config") or {}).describe()
 

@@ -39,8 +39,8 @@ from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tuner.config import load_tuned_config  # noqa: E402
 from tuner.export import export  # noqa: E402
+from tuner.export.best_config import load_tuned_config  # noqa: E402
 
 DIM, LAYERS, BATCH = 32, 4, 16
 

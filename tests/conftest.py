@@ -58,7 +58,7 @@ def load_study(url: str, name: str):
     """The study as a fresh process sees it (a plain Optuna client, not the tuner's objects)."""
     import optuna
 
-    from tuner.storage import open_storage
+    from tuner.system.storage import open_storage
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     return optuna.load_study(study_name=name, storage=open_storage(url))

@@ -10,8 +10,8 @@ import optuna
 from optuna.distributions import CategoricalDistribution
 from optuna.trial import TrialState
 
-from tuner.config import CompileConfig
-from tuner.spec import MEASUREMENT
+from tuner.core.config import CompileConfig
+from tuner.core.spec import MEASUREMENT
 
 ENV = {"torch": "2.13.0+cpu", "device": "cpu", "python": "3.11.7", "host": "box", "threads": 1,
        "cpu": "AMD EPYC 7B13", "device_name": "AMD EPYC 7B13"}

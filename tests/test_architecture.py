@@ -12,23 +12,25 @@ PACKAGE = Path(__file__).resolve().parent.parent / "tuner"
 
 #: module (or subpackage) -> layer, as in ARCHITECTURE.md
 LAYER_OF = {
-    "errors": 0, "interrupts": 0, "heap": 0, "config": 0, "score": 0, "space": 0, "spec": 0, "launch": 0, "storage": 0,
-    "_version": 0, "export": 0, "targets": 0, "lanes": 0, "caches": 0, "budget": 0, "dynamo_settings": 0, "shapes": 0, "precision": 0,
-    "repair": 0, "autospace": 0, "config_defaults": 0, "space_file": 0,
-    "workload": 1, "diagnose": 1, "runtime": 1,
-    "measure": 2,
-    "isolated": 3, "forkserver": 3,
-    "study": 4,
-    "search": 5, "confirm": 5, "verdict": 5, "dead_ends": 5,
-    "report": 6,
-    "pipeline": 7, "options": 7, "run": 7, "package": 7, "outputs": 7, "workers": 7, "thread_check": 7, "bundle": 7, "progress": 7,
-    "cli": 8, "cli_ship": 8, "_worker": 8, "__init__": 8, "__main__": 8,
+    "core": 0, "_version": 0,
+    "system": 1,
+    "space": 2, "export": 2,
+    "workload": 3, "diagnose": 3, "runtime": 3,
+    "measure": 4,
+    "isolated": 5, "forkserver": 5,
+    "study": 6,
+    "search": 7, "confirm": 7, "verdict": 7, "dead_ends": 7,
+    "report": 8,
+    "run": 9, "package": 9, "outputs": 9, "workers": 9, "thread_check": 9, "bundle": 9, "progress": 9,
+    "cli": 10, "cli_ship": 10, "_worker": 10, "__init__": 10, "__main__": 10,
 }
 #: layer -> the layers it may import (its own included)
 MAY_IMPORT = {
-    0: {0}, 1: {0, 1}, 2: {0, 1, 2}, 3: {0, 1, 3}, 4: {0, 1, 4}, 5: {0, 1, 3, 4, 5}, 6: {0, 1, 4, 6},
-    7: {0, 1, 2, 3, 4, 5, 6, 7}, 8: set(range(9)),
+    0: {0}, 1: {0, 1}, 2: {0, 1, 2}, 3: {0, 1, 2, 3}, 4: {0, 1, 2, 3, 4}, 5: {0, 1, 2, 3, 5}, 6: {0, 1, 2, 3, 6},
+    7: {0, 1, 2, 3, 5, 6, 7}, 8: {0, 1, 2, 3, 6, 8}, 9: set(range(10)), 10: set(range(11)),
 }
+#: the layers below the user's side: values, the system, the space and the exports
+BELOW_THE_USER = {0, 1, 2}
 
 
 def module_name(path: Path) -> str:
@@ -111,12 +113,12 @@ def test_the_checker_sees_function_level_and_relative_imports(tmp_path):
     """The walker itself: a function-level relative import of a module in a higher layer is found."""
     fake = PACKAGE / "runtime" / "apply.py"
     found = dict(imports_of("tuner.runtime.apply", fake, set(modules())))
-    assert "tuner.config" in found  # `from ..config import ...`
+    assert "tuner.core.config" in found  # `from ..core.config import ...`
     source = tmp_path / "x.py"
-    source.write_text("def f():\n    from ..pipeline import tune\n    from . import warmstart\n")
+    source.write_text("def f():\n    from ..run.pipeline import tune\n    from . import warmstart\n")
     found = [t for t, _ in imports_of("tuner.runtime.x", source, set(modules()))]
-    assert found == ["tuner.pipeline", "tuner.runtime.warmstart"]
-    assert layer("tuner.pipeline") not in MAY_IMPORT[layer("tuner.runtime.x")]
+    assert found == ["tuner.run.pipeline", "tuner.runtime.warmstart"]
+    assert layer("tuner.run.pipeline") not in MAY_IMPORT[layer("tuner.runtime.x")]
 
 
 def _documented_layers(path: Path) -> dict[str, int]:
@@ -125,7 +127,7 @@ def _documented_layers(path: Path) -> dict[str, int]:
 
     table = {}
     for line in path.read_text().splitlines():
-        m = re.match(r"\| (\d) [^|]+\| ([^|]+) \|", line)
+        m = re.match(r"\| (\d+) [^|]+\| ([^|]+) \|", line)
         if m:
             for name in re.findall(r"`([^`]+)`", m.group(2)):
                 table[name.rstrip("/")] = int(m.group(1))
@@ -141,21 +143,60 @@ def test_the_documented_layer_table_is_this_tests_table(page):
         f"this test lists {sorted(set(LAYER_OF.items()) - set(documented.items()))}")
 
 
-def test_no_data_layer_module_imports_torch_optuna_or_pandas_at_module_level():
-    """Layer 0 is values and rules: importing it costs no torch (tuner.apply_config's import path,
-    the CLI's start-up, the report rebuilt without torch)."""
-    import ast
+def _files_of(name: str) -> list[Path]:
+    path = PACKAGE / f"{name}.py"
+    return [path] if path.exists() else sorted((PACKAGE / name).glob("*.py"))
 
+
+def _module_level_imports(file: Path) -> list[str]:
+    names = []
+    for node in ast.parse(file.read_text()).body:  # module level only
+        if isinstance(node, ast.Import):
+            names += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            names.append(node.module or "")
+    return names
+
+
+def test_nothing_below_the_users_side_imports_torch_optuna_or_pandas_at_module_level():
+    """The core, the system, the space and the exports cost no torch to import (tuner.apply_config's
+    import path, the CLI's start-up, the report rebuilt without torch)."""
     heavy = {"torch", "optuna", "pandas", "matplotlib"}
-    found = []
-    for name, layer in LAYER_OF.items():
-        if layer != 0:
-            continue
-        path = PACKAGE / f"{name}.py"
-        files = [path] if path.exists() else sorted((PACKAGE / name).glob("*.py"))
-        for file in files:
-            for node in ast.parse(file.read_text()).body:  # module level only
-                names = ([a.name for a in node.names] if isinstance(node, ast.Import)
-                         else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
-                found += [f"{file.name}: {n}" for n in names if n.split(".")[0] in heavy]
+    found = [f"{file.relative_to(PACKAGE)}: {n}" for name, layer in LAYER_OF.items() if layer in BELOW_THE_USER
+             for file in _files_of(name) for n in _module_level_imports(file) if n.split(".")[0] in heavy]
     assert not found, found
+
+
+#: what reads or writes a file, starts a process or changes the process: none of it in the core
+_EFFECTS = {"open", "read_text", "write_text", "read_bytes", "write_bytes", "mkdir", "unlink", "rmdir", "rename",
+            "touch", "safe_load", "safe_dump", "load", "dump", "Popen", "run", "system", "chdir", "putenv"}
+_EFFECT_MODULES = {"os", "shutil", "subprocess", "tempfile", "signal", "ctypes", "yaml", "sqlite3", "socket"}
+
+
+def _effects(file: Path) -> list[str]:
+    found = []
+    for node in ast.walk(ast.parse(file.read_text())):
+        if isinstance(node, ast.Call):
+            f = node.func
+            name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
+            base = f.value.id if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) else ""
+            if name in _EFFECTS and (base not in {"json"} or name in {"load", "dump"}):
+                found.append(f"{file.name}:{node.lineno} {base + '.' if base else ''}{name}()")
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            mods = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+            found += [f"{file.name}:{node.lineno} imports {m}" for m in mods
+                      if not getattr(node, "level", 0) and m.split(".")[0] in _EFFECT_MODULES]
+    return found
+
+
+def test_the_core_touches_no_file_and_no_process():
+    """The core is values and rules: whatever reads or writes a file (best_config.yaml is
+    tuner/export/best_config.py), starts a process or changes this one lives in a package above it."""
+    found = [e for file in _files_of("core") for e in _effects(file)]
+    assert not found, found
+
+
+def test_the_effects_check_sees_a_file_written(tmp_path):
+    source = tmp_path / "x.py"
+    source.write_text("import yaml\nfrom pathlib import Path\n\ndef save(p):\n    Path(p).write_text(yaml.safe_dump({}))\n")
+    assert _effects(source) == ["x.py:1 imports yaml", "x.py:5 write_text()", "x.py:5 yaml.safe_dump()"]

@@ -1,13 +1,13 @@
-"""The ``auto`` space (tuner/autospace.py) and ``compile-tune space``: the space fits the model."""
+"""The ``auto`` space (tuner/space/autospace.py) and ``compile-tune space``: the space fits the model."""
 from __future__ import annotations
 
 import pytest
-
 from conftest import FAST, load_study
-from tuner.autospace import AUTO, ModelFacts, build_auto_space
+
 from tuner.cli import main
-from tuner.pipeline import TuneOptions, search_space, tune
-from tuner.space import CUDA_ONLY_BACKENDS, CUDA_ONLY_MODES, MARKED, MARKED_UNBACKED
+from tuner.run.pipeline import TuneOptions, search_space, tune
+from tuner.space.autospace import AUTO, ModelFacts, build_auto_space
+from tuner.space.search_space import CUDA_ONLY_BACKENDS, CUDA_ONLY_MODES, MARKED, MARKED_UNBACKED
 from tuner.study import ROLE_SEARCH
 from tuner.workload import load_workload
 

@@ -10,12 +10,21 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
-from tuner import budget
-from tuner.budget import (BUDGET_RAN_OUT, OUTPUT_RESERVE_S, Plan, RunClock, budget_line, format_duration,
-                          parse_duration, time_line)
-from tuner.config import PLAIN_COMPILE
-from tuner.errors import TunerError
-from tuner.pipeline import TuneOptions, tune
+from tuner.confirm import CONFIRM_TIMING_SHARE
+from tuner.core.config import PLAIN_COMPILE
+from tuner.core.durations import (
+    BUDGET_ATTR,
+    BUDGET_RAN_OUT,
+    PHASE_ATTR,
+    budget_line,
+    format_duration,
+    parse_duration,
+    time_line,
+)
+from tuner.core.errors import TunerError
+from tuner.run import budget
+from tuner.run.budget import OUTPUT_RESERVE_S, Plan, RunClock
+from tuner.run.pipeline import TuneOptions, tune
 from tuner.search import Tuner
 from tuner.study import open_study
 
@@ -63,17 +72,17 @@ def test_the_plan_takes_medians_and_leaves_out_repeats_and_interrupted_trials():
     assert plan.trial_s == 12.0  # median of 2, 10, 16 (12 + its warm compile), 14
     assert plan.compiled_trial_s == 14.0 and plan.confirm_trials == 5  # plain, 2 finalists, eager alone twice
     # eager alone compiles nothing: each of its two processes is a share of the eager baseline's trial
-    assert plan.eager_alone_s == pytest.approx(budget.CONFIRM_TIMING_SHARE * 2.0)
+    assert plan.eager_alone_s == pytest.approx(CONFIRM_TIMING_SHARE * 2.0)
     assert plan.confirm_round_s() == pytest.approx(3 * plan.confirm_trial_s + 2 * plan.eager_alone_s)
 
 
 def test_a_confirmation_trial_is_a_warm_compile_and_a_share_of_the_search_trials_timing():
     # 30 s of compile, 10 s of the rest: from the kept cache, a warm compile and 0.6 of the rest
     assert budget.confirm_trial_wall({"trial_wall_s": 40.0, "compile_time_s": 30.0, "compile_time_warm_s": 3.0}) \
-        == pytest.approx(3.0 + budget.CONFIRM_TIMING_SHARE * 10.0)
+        == pytest.approx(3.0 + CONFIRM_TIMING_SHARE * 10.0)
     # before any warm compile was measured: a share of the cold one
     assert budget.confirm_trial_wall({"trial_wall_s": 40.0, "compile_time_s": 30.0}) \
-        == pytest.approx(budget.WARM_COMPILE_SHARE * 30.0 + budget.CONFIRM_TIMING_SHARE * 10.0)
+        == pytest.approx(budget.WARM_COMPILE_SHARE * 30.0 + CONFIRM_TIMING_SHARE * 10.0)
     plan = Plan.from_trials([trial(40.0, "plain", compile_time_s=30.0, compile_time_warm_s=3.0),
                              trial(20.0, compile_time_s=10.0, compile_time_warm_s=1.0)], confirm=1)
     assert plan.confirm_trial_s == pytest.approx(((3.0 + 6.0) + (1.0 + 6.0)) / 2)
@@ -155,7 +164,7 @@ def test_workers_share_the_deadline_of_the_run():
 
 WALL = 10.0
 #: A confirmation trial of one: a share of its 1 s compile (no warm compile measured) and 0.6 of the other 9 s
-CONFIRM_WALL = budget.WARM_COMPILE_SHARE * 1.0 + budget.CONFIRM_TIMING_SHARE * 9.0
+CONFIRM_WALL = budget.WARM_COMPILE_SHARE * 1.0 + CONFIRM_TIMING_SHARE * 9.0
 ENV = {"torch": "2.13.0+cpu", "device": "cpu", "threads": 1}
 
 
@@ -172,7 +181,7 @@ def run_on_fake_clock(tmp_path, workloads, spaces, monkeypatch, budget_s, **opti
         return dict(result, speedup=speedup, step_s=0.01 / speedup, compile_time_s=1.0) if config.compiles else result
 
     monkeypatch.setattr(Tuner, "measure", measure)
-    monkeypatch.setattr("tuner.pipeline.RunClock", functools.partial(RunClock, now=lambda: now[0]))
+    monkeypatch.setattr("tuner.run.pipeline.RunClock", functools.partial(RunClock, now=lambda: now[0]))
     lines = []
     opts = dict(workload=str(workloads / "blocks.py"), space=str(spaces / "logic.yaml"), trials=8, steps=1_000_000,
                 threads=1, out=str(tmp_path / "out"), check=False, warm_start=False, progress=False, budget=budget_s)
@@ -188,12 +197,12 @@ def test_a_budget_cuts_the_search_and_the_confirmation_and_says_so(tmp_path, wor
     # while 72.5 s are left: 3 of 8 trials in a 115 s budget. Then confirmation: 2 rounds (28.75 s
     # each) fit in the 65 s left, a third does not.
     result, best, study, lines = run_on_fake_clock(tmp_path, workloads, spaces, monkeypatch, 115.0)
-    record = study.user_attrs[budget.BUDGET_ATTR]
+    record = study.user_attrs[BUDGET_ATTR]
     assert record["cut_short"] == {"search": "3 of 8 trials", "confirmation": "2 of 3 rounds"}
     assert best["measured"]["confirmed"] is True and best["measured"]["confirm_cut_short"] == "2 of 3 rounds"
     note = "budget 1m 55s: used 1m 48s; cut short: search (3 of 8 trials), confirmation (2 of 3 rounds)"
     assert note in result.run.notes
-    phases = study.user_attrs[budget.PHASE_ATTR]
+    phases = study.user_attrs[PHASE_ATTR]
     assert phases["baselines"] == 20.0 and phases["search"] == 30.0
     assert phases["confirmation"] == pytest.approx(10 * CONFIRM_WALL, abs=1e-3)
     assert result.timing.startswith("time: baselines 20 s, search 30 s, confirmation 58 s") and "total 1m 48s" in result.timing
@@ -208,7 +217,7 @@ def test_when_no_confirmation_round_fits_the_verdict_is_unconfirmed_and_says_why
     # round of the one finalist, plain compile (a 5.75 s confirmation trial and 5 s of outputs).
     result, best, study, lines = run_on_fake_clock(tmp_path, workloads, spaces, monkeypatch, 30.0)
     assert best["measured"]["confirmed"] is False and best["measured"]["unconfirmed_because"] == BUDGET_RAN_OUT
-    record = study.user_attrs[budget.BUDGET_ATTR]
+    record = study.user_attrs[BUDGET_ATTR]
     assert record["cut_short"] == {"search": "0 of 8 trials"} and record["skipped"] == ["confirmation"]
     assert f"unconfirmed: {BUDGET_RAN_OUT}" in (tmp_path / "out" / "report.md").read_text()
 
@@ -224,8 +233,8 @@ def test_baselines_run_whatever_the_budget_and_an_overrun_is_said(tmp_path, work
 def test_every_run_records_its_phase_times(tmp_path, workloads, spaces, monkeypatch):
     result, best, study, lines = run_on_fake_clock(tmp_path, workloads, spaces, monkeypatch, None, trials=2,
                                                    confirm=0)
-    phases = study.user_attrs[budget.PHASE_ATTR]
-    assert {"baselines", "search", "outputs", "total"} <= set(phases) and study.user_attrs[budget.BUDGET_ATTR] is None
+    phases = study.user_attrs[PHASE_ATTR]
+    assert {"baselines", "search", "outputs", "total"} <= set(phases) and study.user_attrs[BUDGET_ATTR] is None
     assert not any(n.startswith("budget") for n in result.run.notes)
 
 
@@ -252,8 +261,8 @@ def test_a_real_run_under_a_small_budget_is_cut_short_and_says_so(cli, workloads
     assert best["measured"]["confirmed"] is False and best["measured"]["unconfirmed_because"] == "--confirm 0"
     assert "[unconfirmed: --confirm 0]" in proc.stdout
     study = open_study(f"sqlite:///{out / 'study.db'}", "blocks", seed=0, create=False)
-    assert {"baselines", "search", "outputs", "total"} <= set(study.user_attrs[budget.PHASE_ATTR])
-    assert "search" in study.user_attrs[budget.BUDGET_ATTR]["cut_short"]
+    assert {"baselines", "search", "outputs", "total"} <= set(study.user_attrs[PHASE_ATTR])
+    assert "search" in study.user_attrs[BUDGET_ATTR]["cut_short"]
     assert "Where the run's time went" in (out / "report.md").read_text()
     plain = next(t.user_attrs for t in study.trials if t.user_attrs.get("role") == "plain")
     assert plain["compile_time_warm_s"] < plain["compile_time_s"], "under a budget plain's warm compile is measured"

@@ -1,6 +1,6 @@
 """The terminal summary states the verdict, and says when it is unconfirmed."""
 from tuner.cli import _verdict_text as _text
-from tuner.config import CompileConfig, TunedConfig
+from tuner.core.config import CompileConfig, TunedConfig
 
 
 def _verdict_text(tuned: dict, out_dir) -> str:

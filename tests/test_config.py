@@ -6,9 +6,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tuner
-from tuner.config import CompileConfig, TunedConfig, load_tuned_config, save_tuned_config
-from tuner.targets import find_block_classes, target_modules
-from tuner.errors import ConfigError
+from tuner.core.config import CompileConfig, TunedConfig
+from tuner.core.errors import ConfigError
+from tuner.core.targets import find_block_classes, target_modules
+from tuner.export.best_config import load_tuned_config, save_tuned_config
 from tuner.workload import load_workload
 
 configs = st.builds(

@@ -9,8 +9,8 @@ from conftest import ROOT
 
 READ = """
 import json, sys
-from tuner.config_defaults import Opaque, inductor_defaults
-from tuner.dynamo_settings import canonical_name, known_settings
+from tuner.system.config_defaults import Opaque, inductor_defaults
+from tuner.space.dynamo_settings import canonical_name, known_settings
 inductor, dynamo = inductor_defaults(), known_settings()
 print(json.dumps({"imported": "torch._dynamo" in sys.modules,
                   "inductor": {k: v for k, v in inductor.items() if not isinstance(v, Opaque)},
@@ -55,8 +55,8 @@ def test_a_process_that_changed_the_config_first_writes_no_cache(tmp_path):
 
 
 def test_a_space_option_of_the_wrong_type_names_the_default(tmp_path):
-    from tuner.errors import SpaceError
-    from tuner.space import load_space
+    from tuner.core.errors import SpaceError
+    from tuner.space.search_space import load_space
 
     space = tmp_path / "s.yaml"
     space.write_text("backend: [inductor]\noptions:\n  freezing: [1]\n")

@@ -1,9 +1,9 @@
 """Finalists are re-measured side by side; a lead inside the noise is not a lead."""
 import yaml
 
-from tuner.config import EAGER, PLAIN_COMPILE, CompileConfig
 from tuner.confirm import Confirmed, decide
-from tuner.score import Scoring
+from tuner.core.config import EAGER, PLAIN_COMPILE, CompileConfig
+from tuner.core.score import Scoring
 
 SCORING = Scoring(steps=1000, eager_step_s=0.01)
 TUNED = CompileConfig(target="blocks", options={"freezing": True})
@@ -63,7 +63,7 @@ def test_confirmed_figures_and_spread_land_in_best_config(tmp_path, cli, workloa
 
 
 def test_pareto_front_and_its_knee():
-    from tuner.score import knee, pareto_front
+    from tuner.core.score import knee, pareto_front
 
     points = [(100.0, 50.0, "eager"), (80.0, 200.0, "fast-fat"), (85.0, 90.0, "knee"), (90.0, 95.0, "dominated"),
               (120.0, 40.0, "slow-lean")]
@@ -162,7 +162,7 @@ def test_a_loser_that_trails_clearly_is_not_measured_again():
 def test_under_a_budget_each_round_is_sized_by_the_trials_of_the_round_before():
     """The search's trials only estimate a confirmation trial (a warm compile, a share of the
     steps); from the second round on, the budget is asked with the trials the round before ran,
-    whose time it measured (tuner/budget.py)."""
+    whose time it measured (tuner/run/budget.py)."""
     from tuner.confirm import confirm
 
     table = {PLAIN_COMPILE.describe(): [1.30, 1.36, 1.27], TUNED.describe(): [1.33, 1.29, 1.35]}

@@ -2,8 +2,8 @@
 recompiles explained with the user's own source lines."""
 import pytest
 
+from tuner.core.spec import TrialSpec
 from tuner.diagnose import CATEGORIES, break_hint
-from tuner.spec import TrialSpec
 from tuner.isolated import run_isolated
 
 
@@ -111,7 +111,7 @@ def test_the_model_check_in_two_parts_finds_what_one_process_finds(workloads, tm
     """The check's traces run in two processes side by side (tuner.isolated.check_model); joined,
     they give the one-process check: breaks, every `dynamic` setting in order (the raised
     recompile limit of many_shapes.py included) and the same advice."""
-    from tuner.shapes import merge_check_parts
+    from tuner.core.shapes import merge_check_parts
 
     spec = TrialSpec(workload=str(workloads / name), config={}, mode="check")
     whole = run_isolated(spec, timeout=300, work_dir=tmp_path)["check"]

@@ -16,7 +16,8 @@ import pytest
 import yaml
 
 from tuner.cli import _saved_run_parser, _tune_parser
-from tuner.config import CompileConfig, TunedConfig, save_tuned_config
+from tuner.core.config import CompileConfig, TunedConfig
+from tuner.export.best_config import save_tuned_config
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
@@ -62,7 +63,7 @@ def test_trainer_refuses_to_compile_a_model_apply_config_compiled(hf_trainer, tm
 
 
 def test_trainer_space_has_no_compiled_optimizer_step():
-    from tuner.space import load_space
+    from tuner.space.search_space import load_space
 
     space = load_space(str(EXAMPLES / "hf_trainer_space.yaml")).restrict(device="cuda", task="train", has_blocks=True)
     assert space.configs() and not any(c.compile_optimizer for c in space.configs())

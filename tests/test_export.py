@@ -13,12 +13,19 @@ import sys
 import pytest
 import torch
 import yaml
-
-from tuner.config import CompileConfig, TunedConfig, load_tuned_config, save_tuned_config
-from tuner.export import (ACCELERATE_BACKENDS, TARGETS, TORCHTITAN_PROCESS_SETTINGS, VLLM_INJECTED_OPTIONS,
-                          export, exports, render)
-
 from conftest import ROOT
+
+from tuner.core.config import CompileConfig, TunedConfig
+from tuner.export import (
+    ACCELERATE_BACKENDS,
+    TARGETS,
+    TORCHTITAN_PROCESS_SETTINGS,
+    VLLM_INJECTED_OPTIONS,
+    export,
+    exports,
+    render,
+)
+from tuner.export.best_config import load_tuned_config, save_tuned_config
 
 accelerate = pytest.importorskip("accelerate")
 from accelerate.utils import DynamoBackend, TorchDynamoPlugin  # noqa: E402

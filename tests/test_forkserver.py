@@ -4,12 +4,13 @@ import os
 import signal
 from pathlib import Path
 
-from tuner import forkserver
-from tuner.measure import launcher as forkserver_module
-from tuner.isolated import default_threads as launcher_threads, preload_workload, prestart_launcher, run_isolated
-from tuner.spec import TrialSpec
-
 from conftest import WORKLOADS
+
+from tuner import forkserver
+from tuner.core.spec import TrialSpec
+from tuner.isolated import default_threads as launcher_threads
+from tuner.isolated import preload_workload, prestart_launcher, run_isolated
+from tuner.measure import launcher as forkserver_module
 
 MARK = "COMPILE_TUNE_TEST_MARK"
 

@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from tuner.spec import TrialSpec
+from tuner.core.spec import TrialSpec
 from tuner.isolated import run_isolated
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")

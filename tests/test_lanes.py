@@ -5,11 +5,10 @@ import sys
 import time
 
 import pytest
-
-from tuner.errors import TunerError
-from tuner.lanes import plan_lanes
-
 from conftest import FAST, ROOT, SPACES, WORKLOADS, load_study
+
+from tuner.core.errors import TunerError
+from tuner.system.lanes import plan_lanes
 
 
 def test_auto_runs_one_lane_when_no_two_cores_are_left_beside_the_timing_cores():
@@ -41,7 +40,7 @@ def test_lanes_need_a_core_to_compile_on():
 HOLD = """
 import sys, time
 from tuner.measure.slot import timing_slot
-from tuner.spec import TrialSpec
+from tuner.core.spec import TrialSpec
 
 class Rec:
     def update(self, **values):

@@ -1,5 +1,5 @@
 """Trials and workers start path-safe: a ``tuner/`` folder of the user's own, in the working
-directory, replaces nothing inside them (tuner/launch.py)."""
+directory, replaces nothing inside them (tuner/system/launch.py)."""
 import shutil
 import subprocess
 import sys
@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from conftest import FAST, SPACES, WORKLOADS
+
+from tuner.core.spec import TrialSpec
 from tuner.isolated import run_isolated
-from tuner.launch import python_command
-from tuner.spec import TrialSpec
+from tuner.system.launch import python_command
 
 
 @pytest.fixture

@@ -1,22 +1,21 @@
 """Per-dimension dynamic shapes (``dynamic: marked`` and ``marked_unbacked``): exactly the input
 dimensions that vary over the schedule are marked dynamic, in the trial and by ``apply_config``;
 and the schedule's Dynamo settings (``recompile_limit``, ``automatic_dynamic_shapes``) join the
-space where they matter and reach the compiled call (tuner/shapes.py)."""
+space where they matter and reach the compiled call (tuner/core/shapes.py)."""
 import subprocess
 import sys
 
 import pytest
 import torch
+from conftest import FAST, ROOT, SPACES, WORKLOADS
 
-from tuner.config import CompileConfig
-from tuner.errors import ConfigError
+from tuner.core.config import CompileConfig
+from tuner.core.errors import ConfigError
+from tuner.core.spec import TrialSpec
 from tuner.isolated import run_isolated
 from tuner.runtime.marks import distinct_shapes, varying_dims
-from tuner.space import load_space
-from tuner.spec import TrialSpec
+from tuner.space.search_space import load_space
 from tuner.workload import load_workload
-
-from conftest import FAST, ROOT, SPACES, WORKLOADS
 
 MARKS = {"0": {0: [2, 12]}}  # many_shapes.py: the batch dimension, 2 to 12
 REACHES_ONE = {"0": {0: [1, 16]}}  # batch_of_one.py: the batch dimension, 1 to 16
@@ -128,8 +127,9 @@ def test_unbacked_marks_round_trip_and_each_dimension_is_marked_one_way():
 def graphs_over_schedule(workload: str, config: dict) -> int:
     """Graphs Dynamo compiles while a model under ``apply_config(config)`` runs its workload's
     example inputs and schedule, counted from a clean Dynamo state in this process."""
-    import tuner
     from torch._dynamo.utils import counters
+
+    import tuner
 
     w = load_workload(WORKLOADS / workload)
     torch._dynamo.reset()

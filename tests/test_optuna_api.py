@@ -1,6 +1,6 @@
 """compile-tune uses Optuna's public API only, so that an Optuna release inside the pinned range
 cannot break it. One exception is allowed, in one function that says why
-(``tuner.storage.stale_trial_numbers``)."""
+(``tuner.system.storage.stale_trial_numbers``)."""
 from __future__ import annotations
 
 import ast

@@ -6,8 +6,8 @@ import pytest
 import torch
 import yaml
 
+from tuner.core.spec import TrialSpec
 from tuner.isolated import run_isolated
-from tuner.spec import TrialSpec
 
 pytestmark = pytest.mark.slow
 

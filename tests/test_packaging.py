@@ -7,9 +7,9 @@ import zipfile
 from pathlib import Path
 
 import pytest
-
 from conftest import ROOT
-from tuner.space_file import bundled_dir, bundled_spaces
+
+from tuner.space.space_file import bundled_dir, bundled_spaces
 
 #: What setuptools reads to build the wheel (pyproject.toml names README.md as the long description).
 SOURCES = ["pyproject.toml", "setup.py", "README.md", "tuner", "search_spaces"]
@@ -69,7 +69,7 @@ def test_a_source_checkout_run_without_installing_finds_the_bundled_spaces():
         "import sys\n"
         "sys.meta_path[:] = [f for f in sys.meta_path if 'editable' not in getattr(f, '__module__', '')]\n"
         f"sys.path.insert(0, {str(ROOT)!r})\n"
-        "from tuner.space import load_space\nfrom tuner.space_file import bundled_spaces\n"
+        "from tuner.space.search_space import load_space\nfrom tuner.space.space_file import bundled_spaces\n"
         "load_space('quick')\n"
         "print(' '.join(bundled_spaces()))\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd="/")

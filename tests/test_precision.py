@@ -10,20 +10,20 @@ import warnings
 
 import optuna
 import pytest
+import studies
 import torch
 import yaml
 from torch import nn
 
 import tuner
-from tuner.config import CompileConfig, TunedConfig, load_tuned_config, save_tuned_config
-from tuner.errors import ConfigError, StudyError
+from tuner.core.config import CompileConfig, TunedConfig
+from tuner.core.errors import ConfigError, StudyError
 from tuner.export import export, exports, render
+from tuner.export.best_config import load_tuned_config, save_tuned_config
 from tuner.measure.correctness import PRECISION_TOLERANCE, compare
 from tuner.measure.steps import Step
-from tuner.space import load_space
+from tuner.space.search_space import load_space
 from tuner.workload import load_workload
-
-import studies
 
 BF16 = CompileConfig(target="whole", backend="eager", precision="bf16")
 
@@ -132,10 +132,10 @@ def test_a_listed_precision_list_is_kept_under_the_flag(tmp_path):
 
 @pytest.mark.parametrize("capability, offered", [((8, 0), [None, "bf16", "tf32"]), ((7, 5), [None, "bf16"])])
 def test_tf32_is_offered_on_cuda_from_compute_capability_8(monkeypatch, capability, offered):
-    import tuner.precision
+    import tuner.core.precision
 
-    monkeypatch.setattr(tuner.precision, "_capability", lambda device: capability)
-    monkeypatch.setattr(tuner.precision, "_cuda_bf16", lambda device: True)
+    monkeypatch.setattr(tuner.core.precision, "_capability", lambda device: capability)
+    monkeypatch.setattr(tuner.core.precision, "_cuda_bf16", lambda device: True)
     space = load_space("quick")  # lists no precision: the flag adds every one the device supports
     space._restrict_precision("cuda", True)
     assert space.precision == offered
@@ -242,8 +242,8 @@ def test_a_wrong_or_overflowing_bf16_result_still_fails():
 
 @pytest.mark.parametrize("task", ["infer", "train"])
 def test_a_bf16_trial_compiles_under_autocast_and_is_checked_at_bf16_tolerance(workloads, tmp_path, task):
+    from tuner.core.spec import TrialSpec
     from tuner.isolated import run_isolated
-    from tuner.spec import TrialSpec
 
     spec = TrialSpec(workload=str(workloads / "blocks.py"), task=task, measure_seconds=0.3, rounds=2, warmup=2,
                      config=CompileConfig(target="blocks", backend="eager", precision="bf16").to_dict())

@@ -8,9 +8,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from optuna.trial import TrialState
-
 from conftest import FAST, ROOT, SPACES, WORKLOADS, load_study
+from optuna.trial import TrialState
 
 
 def measured(study):
@@ -107,8 +106,8 @@ def test_sigkill_of_a_run_then_the_same_command_keeps_every_finished_trial(stora
 
 
 def test_ctrl_c_is_held_through_storage_writes_and_raised_where_the_run_waits():
-    """tuner.interrupts: SIGINT during a storage write is raised at the next interruptible wait."""
-    from tuner import interrupts
+    """tuner.system.interrupts: SIGINT during a storage write is raised at the next interruptible wait."""
+    from tuner.system import interrupts
 
     reached = []
     with pytest.raises(KeyboardInterrupt):

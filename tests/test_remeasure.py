@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 
 import yaml
-
 from conftest import ROOT, run_cli
 
 SCRIPT = ROOT / "benchmarks" / "remeasure.py"

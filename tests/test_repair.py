@@ -11,15 +11,15 @@ import optuna
 import pytest
 import torch
 import yaml
-
-from tuner.config import PLAIN_COMPILE, CompileConfig, TunedConfig, load_tuned_config, save_tuned_config
-from tuner.errors import ConfigError, SpaceError
-from tuner.isolated import run_isolated
-from tuner.repair import add_repairs, effects, lines, remaining, repairs_for
-from tuner.space import load_space
-from tuner.spec import TrialSpec
-
 from conftest import FAST, ROOT, SPACES, WORKLOADS, run_cli
+
+from tuner.core.config import PLAIN_COMPILE, CompileConfig, TunedConfig
+from tuner.core.errors import ConfigError, SpaceError
+from tuner.core.spec import TrialSpec
+from tuner.export.best_config import load_tuned_config, save_tuned_config
+from tuner.isolated import run_isolated
+from tuner.space.repair import add_repairs, effects, lines, remaining, repairs_for
+from tuner.space.search_space import load_space
 
 
 def _module(path):

@@ -4,16 +4,15 @@ import statistics
 
 import pandas as pd
 import pytest
+import studies
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tuner.outputs import pick_saved
 from tuner.report import render_reports, summary_table, trials_frame
 from tuner.report._data import collect
 from tuner.report._plots import pareto_front
 from tuner.study import scoring_from_study
-from tuner.outputs import pick_saved
-
-import studies
 
 
 def render(study):
@@ -205,7 +204,7 @@ def test_pareto_front_holds_exactly_the_points_nothing_beats_on_both(pts):
 
 
 def test_the_report_warns_when_finalists_ran_on_different_hardware(tmp_path):
-    from tuner.config import CompileConfig
+    from tuner.core.config import CompileConfig
 
     b = studies.Builder(tmp_path / "study.db")
     b.eager()

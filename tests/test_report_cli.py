@@ -10,9 +10,8 @@ from pathlib import Path
 
 import optuna
 import pytest
-import yaml
-
 import studies
+import yaml
 from conftest import ROOT
 
 CHROMIUM = Path(os.environ.get("CHROMIUM", "/usr/bin/chromium"))

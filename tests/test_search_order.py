@@ -3,9 +3,9 @@ first, then changes of the best so far. The trials' measurements are canned (the
 under test here, not the measuring): a config's speedup is a number this test chooses."""
 from pathlib import Path
 
-from tuner.config import CompileConfig
+from tuner.core.config import CompileConfig
 from tuner.search import Tuner
-from tuner.space import load_space
+from tuner.space.search_space import load_space
 from tuner.study import StudyRun, StudySettings, open_store
 
 SPACE = """

@@ -1,10 +1,10 @@
 import optuna
 import pytest
 
-from tuner.config import CompileConfig
-from tuner.errors import SpaceError
-from tuner.space import load_space
-from tuner.space_file import bundled_spaces
+from tuner.core.config import CompileConfig
+from tuner.core.errors import SpaceError
+from tuner.space.search_space import load_space
+from tuner.space.space_file import bundled_spaces
 
 
 def write(tmp_path, text):

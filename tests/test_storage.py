@@ -10,8 +10,8 @@ import pytest
 from optuna.distributions import CategoricalDistribution
 from optuna.trial import TrialState
 
-from tuner.storage import BEAT_ATTR, OWNER_ATTR, dead_trials, open_storage, owner, redact, scrub
 from tuner.study import TrialStore, fail_stale_trials, open_store
+from tuner.system.storage import BEAT_ATTR, OWNER_ATTR, dead_trials, open_storage, owner, redact, scrub
 
 
 @pytest.mark.parametrize("url, shown", [

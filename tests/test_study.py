@@ -10,12 +10,11 @@ import optuna
 import pandas as pd
 import pytest
 import yaml
+from conftest import ROOT
 from optuna.trial import TrialState
 
 import tuner
 from tuner.workload import load_workload
-
-from conftest import ROOT
 
 # Many steps: a compile of a second or two never exceeds the best total, so nothing is pruned.
 FAST = ["--measure-seconds", "0.5", "--steps", "10000000", "--no-progress", "--confirm", "0"]
@@ -177,7 +176,7 @@ def test_interrupting_and_rerunning_continues_the_study(tmp_path, workloads, spa
 
 def test_graph_break_model_is_tuned_with_breaks_counted_and_fullgraph_failing(tmp_path, cli, workloads):
     space = tmp_path / "space.yaml"
-    # Dynamo settings pinned at their defaults: the space gains no repair choices (tuner/repair.py)
+    # Dynamo settings pinned at their defaults: the space gains no repair choices (tuner/space/repair.py)
     space.write_text("backend: [eager, aot_eager]\nfullgraph: [false, true]\n"
                      "dynamo:\n  capture_scalar_outputs: false\n  ignore_logging_functions: [[]]\n")
     out = tmp_path / "gb"
@@ -235,7 +234,7 @@ def _settings(workloads, **changes):
 
 
 def test_resuming_a_study_measured_with_another_torch_is_refused(tmp_path, workloads):
-    from tuner.errors import StudyError
+    from tuner.core.errors import StudyError
     from tuner.study import check_settings, open_study
 
     study = open_study(f"sqlite:///{tmp_path / 'study.db'}", "mlp", seed=0)
@@ -250,7 +249,7 @@ def test_resuming_a_study_measured_with_another_torch_is_refused(tmp_path, workl
 def test_a_study_stored_before_torch_was_a_setting_resumes_and_its_eager_torch_is_checked(tmp_path, workloads):
     from studies import Builder
 
-    from tuner.errors import StudyError
+    from tuner.core.errors import StudyError
     from tuner.study import check_settings
 
     b = Builder(tmp_path / "old.db", steps=10_000)  # settings without a torch key, as stored before
@@ -264,7 +263,7 @@ def test_a_study_stored_before_torch_was_a_setting_resumes_and_its_eager_torch_i
 def test_a_study_measured_by_an_older_measurement_is_refused_not_mixed(tmp_path, workloads):
     # Before measurement version 2, eager's step time came from example_inputs() alone and peak
     # memory was relative: new trials' figures would not be comparable with the stored ones.
-    from tuner.errors import StudyError
+    from tuner.core.errors import StudyError
     from tuner.study import check_settings, open_study
 
     study = open_study(f"sqlite:///{tmp_path / 'study.db'}", "mlp", seed=0)
@@ -309,8 +308,8 @@ def test_default_threads_is_what_a_fresh_process_of_the_user_gets(monkeypatch):
 
 @pytest.mark.parametrize("cost", ["cold", "warm"])
 def test_warm_compile_cost_prunes_no_compile_that_could_win_warm(tmp_path, workloads, monkeypatch, cost):
+    from tuner.run.pipeline import TuneOptions, tune
     from tuner.search import Tuner
-    from tuner.pipeline import TuneOptions, tune
 
     budgets = []
 

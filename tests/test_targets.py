@@ -6,8 +6,8 @@ import pytest
 import torch
 from torch import nn
 
-from tuner.autospace import ModelFacts, build_auto_space
-from tuner.targets import MAX_BLOCK_COMPILES, find_blocks, target_modules
+from tuner.core.targets import MAX_BLOCK_COMPILES, find_blocks, target_modules
+from tuner.space.autospace import ModelFacts, build_auto_space
 
 transformers = pytest.importorskip("transformers")
 

@@ -6,10 +6,10 @@ import sys
 import torch
 from torch import nn
 
-from tuner.heap import ENV, PINNED_NOTE
 from tuner.measure.mix import timing_mix
 from tuner.measure.steps import Step
 from tuner.measure.timing import time_steps
+from tuner.system.heap import ENV, PINNED_NOTE
 
 
 class Recording(nn.Module):
@@ -67,7 +67,7 @@ def test_alone_times_only_the_configs_own_side():
 
 def test_a_trial_process_pins_the_heap_and_says_so(tmp_path, workloads):
     """tuned_on comes from the trial's environment: ``heap`` is what glibc was set to."""
-    from tuner.spec import TrialSpec
+    from tuner.core.spec import TrialSpec
 
     out = {}
     for heap in ("pinned", "default"):

@@ -9,17 +9,17 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import ROOT
 
 import tuner
 from tuner.bundle import bundle_and_measure
-from tuner.config import CompileConfig, TunedConfig, load_tuned_config, save_tuned_config
+from tuner.core.config import CompileConfig, TunedConfig
+from tuner.core.spec import TrialSpec
+from tuner.export.best_config import load_tuned_config, save_tuned_config
 from tuner.isolated import run_isolated
 from tuner.runtime.warmstart import CACHE_DIRNAME, DIGEST_KEY, bundle_digest
-from tuner.spec import TrialSpec
 from tuner.study import StudySettings
 from tuner.workload import load_workload
-
-from conftest import ROOT
 
 
 def test_train_trial_checks_loss_and_gradients_with_a_compiled_optimizer(workloads, tmp_path):

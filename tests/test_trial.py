@@ -2,7 +2,7 @@
 
 import pytest
 
-from tuner.spec import TrialSpec
+from tuner.core.spec import TrialSpec
 from tuner.isolated import run_isolated
 
 

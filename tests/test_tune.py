@@ -11,9 +11,9 @@ import pytest
 import yaml
 from conftest import ROOT
 
-from tuner.config import CompileConfig
+from tuner.core.config import CompileConfig
+from tuner.run.pipeline import TuneOptions, tune
 from tuner.search import Tuner
-from tuner.pipeline import TuneOptions, tune
 
 ENV = {"torch": "2.13.0+cpu", "device": "cpu", "threads": 1}
 

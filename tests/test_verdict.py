@@ -1,11 +1,11 @@
 """The verdict's figures use the compile cost the score used (``Scoring.compile_time``)."""
 import math
 
-from tuner.config import CompileConfig
+import studies
+
+from tuner.core.config import CompileConfig
 from tuner.study import scoring_from_study
 from tuner.verdict import pick_best
-
-import studies
 
 TUNED = CompileConfig("blocks", "inductor", "default")
 

@@ -8,10 +8,9 @@ import time
 
 import pandas as pd
 import pytest
+from conftest import FAST, ROOT, SPACES, WORKLOADS, load_study
 from optuna.trial import TrialState
 from sqlalchemy.engine import make_url
-
-from conftest import FAST, ROOT, SPACES, WORKLOADS, load_study
 
 PASSWORD = "Zq7-not-for-logs"
 

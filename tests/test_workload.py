@@ -1,6 +1,6 @@
 import pytest
 
-from tuner.errors import WorkloadError
+from tuner.core.errors import WorkloadError
 from tuner.workload import call_model, load_workload, validate_workload
 
 

@@ -11,12 +11,13 @@ from collections.abc import Callable
 from typing import Any
 
 from ._version import __version__
-from .config import CompileConfig, TunedConfig, load_tuned_config
-from .errors import ConfigError, SpaceError, StudyError, TunerError, WorkloadError
-from .options import TuneOptions, TuneResult
+from .core.config import CompileConfig, TunedConfig
+from .core.errors import ConfigError, SpaceError, StudyError, TunerError, WorkloadError
+from .core.targets import find_block_classes
+from .export.best_config import load_tuned_config
+from .run.options import TuneOptions, TuneResult
 from .runtime.apply import apply_config, load_config, optimizer_step
 from .runtime.packaged import load_package
-from .targets import find_block_classes
 
 
 def check_threads(*args, **kwargs):
@@ -31,7 +32,7 @@ def tune(options: TuneOptions | str, /, log: Callable[[str], None] | None = None
 
     ``options`` is a :class:`TuneOptions`, or the workload file's path with any of its fields as
     keyword arguments. Progress lines go to ``log``; by default they are INFO records of the
-    ``tuner.pipeline`` logger, and nothing is printed.
+    ``tuner.run.pipeline`` logger, and nothing is printed.
 
     Example:
         >>> logging.basicConfig(level=logging.INFO)  # doctest: +SKIP
@@ -41,7 +42,7 @@ def tune(options: TuneOptions | str, /, log: Callable[[str], None] | None = None
     """
     # The pipeline module is not named tune.py: importing a submodule binds its name on the
     # package, which would replace this function.
-    from .pipeline import tune as _tune
+    from .run.pipeline import tune as _tune
 
     if isinstance(options, TuneOptions):
         if fields:

@@ -1,5 +1,5 @@
 """The entry point of one ``--workers`` process (started by tuner/workers.py through
-tuner/launch.py): the run's options arrive as JSON on stdin, so the storage URL (which may hold
+tuner/system/launch.py): the run's options arrive as JSON on stdin, so the storage URL (which may hold
 a password) never shows on a command line; errors become exit codes like the CLI's.
 """
 from __future__ import annotations
@@ -9,10 +9,10 @@ import sys
 import traceback
 import warnings
 
-from .errors import TunerError
-from .launch import die_with_parent
-from .pipeline import TuneOptions, tune
-from .storage import scrub
+from .core.errors import TunerError
+from .run.pipeline import TuneOptions, tune
+from .system.launch import die_with_parent
+from .system.storage import scrub
 
 
 def main() -> int:

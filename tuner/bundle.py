@@ -1,7 +1,7 @@
 """Write the warm-start bundle beside ``best_config.yaml`` and time a cold and a warm start.
 
 The bundle is the inductor cache the best config's search trial compiled into, kept through
-the run (tuner/caches.py): the kernels, FX graph and AOTAutograd entries of that very compile, so
+the run (tuner/system/caches.py): the kernels, FX graph and AOTAutograd entries of that very compile, so
 no compile is repeated for it; its cold start is that trial's cold compile plus a step. Where no
 such cache was kept (a resumed run, a non-inductor backend), the config is compiled once more in a
 fresh process that also saves PyTorch's portable cache artifacts. Either way the first step is
@@ -16,10 +16,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from .config import load_tuned_config, save_tuned_config
+from .core.spec import TrialSpec
+from .export.best_config import load_tuned_config, save_tuned_config
 from .isolated import run_isolated
 from .runtime.warmstart import CACHE_DIRNAME, DIGEST_KEY, INDUCTOR_DIR, MEGA_CACHE, bundle_digest
-from .spec import TrialSpec
 
 _LOCKS = shutil.ignore_patterns("*.lock", "locks")
 

@@ -22,16 +22,16 @@ from typing import NoReturn
 from ._version import __version__
 from .cli_ship import export_command as _export
 from .cli_ship import package_command as _package
-from .errors import TunerError
-from .options import default
-from .spec import Role
-from .storage import scrub
+from .core.errors import TunerError
+from .core.spec import Role
+from .run.options import default
+from .system.storage import scrub
 
 SUBCOMMANDS = ("show", "check", "space", "report", "export", "package")
 
 
 def _tune_parser() -> argparse.ArgumentParser:
-    """``compile-tune MODEL.py``: every default is TuneOptions' (tuner/options.py), shown in [brackets]."""
+    """``compile-tune MODEL.py``: every default is TuneOptions' (tuner/run/options.py), shown in [brackets]."""
     p = argparse.ArgumentParser(
         prog="compile-tune",
         description="Measure which torch.compile settings make MODEL.py fastest, against eager.",
@@ -167,7 +167,7 @@ def _tune(argv: list[str]) -> int:
     import time
 
     started = time.time()  # a --budget counts from here: importing torch is part of the run
-    from .pipeline import TuneOptions, tune
+    from .run.pipeline import TuneOptions, tune
 
     args = _tune_parser().parse_args(argv)
     options = {k: v for k, v in vars(args).items() if k not in ("resume", "no_progress", "verbose")}
@@ -196,9 +196,9 @@ def _tune(argv: list[str]) -> int:
 
 
 def _diagnostics_text(study) -> str:
+    from .core.shapes import choice_of as dynamic_choice_of
     from .diagnose import format_breaks, unique_breaks
-    from .repair import lines as repair_lines
-    from .shapes import choice_of as dynamic_choice_of
+    from .space.repair import lines as repair_lines
 
     attrs = [dict(t.user_attrs, number=t.number) for t in study.get_trials(deepcopy=False)]
     lines = [format_breaks(unique_breaks(attrs)), *repair_lines(attrs)]
@@ -249,10 +249,10 @@ def _space(argv: list[str]) -> int:
     import tempfile
     from pathlib import Path
 
-    from .autospace import AUTO, Choice, space_text
     from .isolated import check_model
-    from .pipeline import TuneOptions, resolve_device, search_space
-    from .repair import add_repairs
+    from .run.pipeline import TuneOptions, resolve_device, search_space
+    from .space.autospace import AUTO, Choice, space_text
+    from .space.repair import add_repairs
     from .workload import load_workload, validate_workload
 
     p = argparse.ArgumentParser(prog="compile-tune space",
@@ -303,7 +303,7 @@ def _saved_run_parser(prog: str, description: str) -> argparse.ArgumentParser:
 
 
 def _show(argv: list[str]) -> int:
-    from .config import load_tuned_config
+    from .export.best_config import load_tuned_config
     from .report import has_storage, summary_table
 
     args = _saved_run_parser("compile-tune show", "Print the verdict and top trials of a run.").parse_args(argv)

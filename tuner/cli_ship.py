@@ -5,14 +5,14 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .errors import TunerError
+from .core.errors import TunerError
 
 
 def export_command(argv: list[str]) -> int:
     from pathlib import Path
 
-    from .config import load_tuned_config
     from .export import TARGETS, render
+    from .export.best_config import load_tuned_config
 
     p = argparse.ArgumentParser(
         prog="compile-tune export",

@@ -3,7 +3,7 @@
 One timing per config during the search favours lucky configs on a noisy machine. So after the
 search the top few configs and plain ``torch.compile`` are measured again against eager, each in
 fresh processes, interleaved round by round (A B C A B C ...) so slow phases of the machine hit
-every candidate alike. They compile from the cache their search trial left (tuner/caches.py):
+every candidate alike. They compile from the cache their search trial left (tuner/system/caches.py):
 the step times are re-measured (each config alone in its process, eager in processes of its
 own), the cold compile time is the search's. The verdict is decided on the medians; the spread
 across rounds, and never less than two eager processes differ by, is the noise. A lead inside
@@ -17,9 +17,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypedDict
 
-from .config import EAGER, PLAIN_COMPILE, CompileConfig
-from .durations import BUDGET_RAN_OUT
-from .score import Scoring, total_time
+from .core.config import EAGER, PLAIN_COMPILE, CompileConfig
+from .core.durations import BUDGET_RAN_OUT
+from .core.score import Scoring, total_time
 from .search import Tuner
 from .verdict import SKIPPED_ATTR, finalist_configs
 from .verdict import ranked as ranked_trials
@@ -41,7 +41,7 @@ class Confirmed:
     failures: list[str] = field(default_factory=list)
     totals: list[float] = field(default_factory=list)
     warm_compiles: list[float] = field(default_factory=list)
-    """Compile times of a restart that keeps the cache (tuner/caches.py)."""
+    """Compile times of a restart that keeps the cache (tuner/system/caches.py)."""
     steps: dict[int, float] = field(default_factory=dict)
     """Round -> this config's step time, timed alone in its process (eager: the mean of the
     round's processes of eager alone)."""
@@ -369,7 +369,7 @@ def confirm_finalists(study, scoring: Scoring, tuner: Tuner, k: int, rounds: int
     cold = {key: t.user_attrs.get("compile_time_s") for key, t in tuner.measured_by_key().items()}
 
     def measure(config, label, first=False):
-        # From the search trial's cache where it was kept (tuner/caches.py): the compile measured
+        # From the search trial's cache where it was kept (tuner/system/caches.py): the compile measured
         # is then the warm one, and the cold one is the search's. Without a cache (a resumed run)
         # the trial compiles cold, and its first round times the warm compile in a second process.
         result = tuner.measure(config, label, warm=first or scoring.compile_cost == "warm", reuse_cache=True,

@@ -16,7 +16,7 @@ import subprocess
 import threading
 from pathlib import Path
 
-from .launch import python_command
+from .system.launch import python_command
 
 SWITCH_ENV = "COMPILE_TUNE_FORK_SERVER"
 #: Importing torch, Dynamo and inductor takes a few seconds; a slow disk or a heavy workload more.

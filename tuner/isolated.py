@@ -20,15 +20,15 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from .core.shapes import merge_check_parts
+from .core.spec import TrialSpec
 from .diagnose import failure
 from .forkserver import default_threads as launcher_threads
 from .forkserver import preload as preload_forked
 from .forkserver import prestart as prestart_forked
 from .forkserver import start as start_forked
-from .interrupts import interruptible
-from .launch import python_command
-from .shapes import merge_check_parts
-from .spec import TrialSpec
+from .system.interrupts import interruptible
+from .system.launch import python_command
 
 
 def run_isolated(spec: TrialSpec, **options) -> dict:
@@ -59,7 +59,7 @@ class Running:
         pruned_after = None
         try:
             # Ctrl-C lands here, not in Popen: a child started but not yet bound to `proc`
-            # would be left running (see tuner.interrupts).
+            # would be left running (see tuner.system.interrupts).
             with interruptible():
                 pruned_after = _wait(proc, out_path, self.start, self.timeout, self.compile_budget_s)
             timed_out = proc.poll() is None and pruned_after is None

@@ -6,8 +6,9 @@ import importlib
 from collections.abc import Callable
 from pathlib import Path
 
-from .config import TunedConfig, save_tuned_config
-from .errors import TunerError
+from .core.config import TunedConfig
+from .core.errors import TunerError
+from .export.best_config import save_tuned_config
 from .study import ROLE_EAGER, measured_trials, scoring_from_study
 from .verdict import pick_best
 

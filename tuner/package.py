@@ -16,12 +16,13 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from .config import CompileConfig, load_tuned_config
-from .errors import TunerError
+from .core.config import CompileConfig
+from .core.errors import TunerError
+from .core.spec import TrialSpec
+from .export.best_config import load_tuned_config
 from .isolated import run_isolated
 from .outputs import rebuild_outputs
 from .report import open_saved_study
-from .spec import TrialSpec
 
 #: The file beside best_config.yaml.
 PACKAGE_NAME = "model.pt2"

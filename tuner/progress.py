@@ -2,7 +2,7 @@
 
 A tqdm bar on stderr; the lines for each trial go to ``log`` with the bar lifted out of the way.
 Its own clock counts search trials only, so the bar's postfix adds the whole run's elapsed time
-and an estimate of what is left (confirmation and the warm start included; see tuner/budget.py).
+and an estimate of what is left (confirmation and the warm start included; see tuner/run/budget.py).
 """
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from .spec import Role
+from .core.spec import Role
 
 
 class Progress:

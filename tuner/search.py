@@ -3,7 +3,7 @@
 Any number of workers may run a :class:`Tuner` on one study at once (``--workers``, or the same
 command on several machines): a worker claims a baseline or a config with a running trial
 before measuring it, the others see the claim and measure something else, and a claim whose
-worker died (no heartbeat, see ``tuner.storage``) is failed and queued again.
+worker died (no heartbeat, see ``tuner.system.storage``) is failed and queued again.
 """
 from __future__ import annotations
 
@@ -17,19 +17,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .caches import KEEP as KEEP_CACHES
-from .caches import KeptCaches
-from .config import BLOCKS, EAGER, PLAIN_COMPILE, CompileConfig
+from .core.config import BLOCKS, EAGER, PLAIN_COMPILE, CompileConfig
+from .core.errors import StudyError
+from .core.score import Scoring
+from .core.spec import TrialSpec
 from .dead_ends import blocks_dead_end, regional_note
-from .errors import StudyError
-from .interrupts import check as stop_if_interrupted
-from .interrupts import interruptible
 from .isolated import run_isolated
-from .lanes import from_env as lane_fields
-from .score import Scoring
-from .space import SearchSpace
-from .spec import TrialSpec
-from .storage import OWNER_ATTR, owner, worker_label
+from .space.search_space import SearchSpace
 from .study import (
     ROLE_EAGER,
     ROLE_PLAIN,
@@ -45,6 +39,12 @@ from .study import (
     trial_attrs,
     trial_timeout,
 )
+from .system.caches import KEEP as KEEP_CACHES
+from .system.caches import KeptCaches
+from .system.interrupts import check as stop_if_interrupted
+from .system.interrupts import interruptible
+from .system.lanes import from_env as lane_fields
+from .system.storage import OWNER_ATTR, owner, worker_label
 
 #: Consecutive duplicate suggestions before we hand the sampler an unmeasured config.
 MAX_DUPLICATE_STREAK = 3
@@ -85,7 +85,7 @@ class Tuner:
         An inductor trial that compiled cold leaves its cache in :attr:`caches`; with
         ``reuse_cache`` (confirmation) the trial compiles from that cache when there is one, and
         says so (``compiled_from_cache``): its compile time is then the warm one, measured in the
-        trial itself (tuner/caches.py). ``timing_share`` scales the timing (``--measure-seconds``
+        trial itself (tuner/system/caches.py). ``timing_share`` scales the timing (``--measure-seconds``
         and its rounds; confirmation times several shorter trials); ``timing`` is ``beside`` (eager
         and the config side by side) or ``alone`` (tuner/measure/timing.py). ``label`` names its trace."""
         s = self.settings
@@ -307,7 +307,7 @@ class Tuner:
 
     def search(self, scoring: Scoring, run: StudyRun, fits: Callable[[], bool] | None = None) -> None:
         """Measure search trials until the study holds ``settings.trials`` of them, the space is
-        exhausted, or ``fits()`` (the ``--budget``: tuner/budget.py) says the next one does not fit."""
+        exhausted, or ``fits()`` (the ``--budget``: tuner/run/budget.py) says the next one does not fit."""
         from optuna.trial import TrialState
 
         all_keys = {c.key() for c in self.space.configs()}

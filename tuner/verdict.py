@@ -11,8 +11,8 @@ import dataclasses
 import datetime
 from typing import Any
 
-from .config import EAGER, CompileConfig, TunedConfig
-from .score import Scoring, break_even_steps, knee, pareto_front
+from .core.config import EAGER, CompileConfig, TunedConfig
+from .core.score import Scoring, break_even_steps, knee, pareto_front
 from .study import ROLE_EAGER, ROLE_PLAIN, measured_trials
 
 

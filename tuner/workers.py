@@ -18,11 +18,11 @@ import subprocess
 import threading
 import time
 
-from .errors import StudyError
-from .interrupts import interruptible
-from .lanes import LanePlan, lane_env, plan_lanes
-from .launch import PARENT_ENV, python_command
+from .core.errors import StudyError
 from .study import scoring_from_study
+from .system.interrupts import interruptible
+from .system.lanes import LanePlan, lane_env, plan_lanes
+from .system.launch import PARENT_ENV, python_command
 
 
 def device_plan(n: int, device: str) -> tuple[list[dict[str, str]], str]:
@@ -50,7 +50,7 @@ def device_plan(n: int, device: str) -> tuple[list[dict[str, str]], str]:
 
 def lane_plan(opts, device: str) -> LanePlan:
     """How many measuring processes this run starts: ``--workers`` when asked for, else the lanes
-    of ``--parallel`` (tuner/lanes.py); 1 in a worker process itself."""
+    of ``--parallel`` (tuner/system/lanes.py); 1 in a worker process itself."""
     if opts.worker_index is not None:
         return LanePlan(1)
     if opts.workers > 1:
@@ -150,5 +150,5 @@ def _collect(opts, procs: list[subprocess.Popen], tuner, run) -> None:
     run.scoring = scoring_from_study(tuner.study)
     done = tuner.search_done()
     measured = set(tuner.measured_by_key())
-    if done < opts.trials and not {c.key() for c in tuner.space.configs()} - measured:
+    if done < opts.trials and not {c.key() for c in tuner.space.search_space.configs()} - measured:
         run.exhausted = True

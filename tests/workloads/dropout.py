@@ -1,11 +1,10 @@
 """The blocks model with dropout on, as stock Hugging Face configs have it (p=0.1): every
 training step draws random numbers."""
-import torch
-from torch import nn
-
 import bad_backends  # noqa: F401  (registers wrong_backend, a miscompiling backend, for the tests)
 import blocks
+import torch
 from blocks import example_inputs, loss_fn  # noqa: F401  (the workload contract)
+from torch import nn
 
 
 class DropoutBlock(blocks.Block):

@@ -1,5 +1,5 @@
-import torch
 import definitely_not_a_real_package  # noqa: F401
+import torch
 
 
 def build_model():

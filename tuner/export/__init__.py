@@ -6,13 +6,13 @@ own format, and names everything it cannot (``not_carried``: the setting, its va
 nobody runs a different config than the one measured without being told.
 ``tuner.apply_config`` stays the lossless path.
 
-A config with a ``precision`` (tuner/precision.py) *changes numerics*: a tool that has the same
+A config with a ``precision`` (tuner/core/precision.py) *changes numerics*: a tool that has the same
 setting gets it (accelerate's ``mixed_precision``, the Trainer's ``bf16``/``tf32``, torchtitan's
 ``mixed_precision_param``), and a tool that has none refuses the export (``refused``: why), since
 running it in float32 would be another config, timed and checked differently.
 
 This module reads the mapping form of ``best_config.yaml`` (``TunedConfig.to_dict()``), not the
-config classes, so that ``config.save_tuned_config`` can write these blocks under ``exports:``
+config classes, so that ``best_config.save_tuned_config`` can write these blocks under ``exports:``
 while this module stays below it.
 
 Example:
@@ -29,9 +29,9 @@ from typing import Any
 
 import yaml
 
-from ..errors import ConfigError
-from ..precision import CHANGES_NUMERICS
-from ..precision import MEANING as PRECISION_MEANING
+from ..core.errors import ConfigError
+from ..core.precision import CHANGES_NUMERICS
+from ..core.precision import MEANING as PRECISION_MEANING
 from ._common import _View
 from .accelerate import ACCELERATE_BACKENDS, _accelerate, _hf_trainer
 from .env import _env, inductor_env_forms

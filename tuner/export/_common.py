@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..heap import PINNED_NOTE
-from ..precision import CHANGES_NUMERICS
-from ..precision import MEANING as PRECISION_MEANING
+from ..core.precision import CHANGES_NUMERICS
+from ..core.precision import MEANING as PRECISION_MEANING
+from ..system.heap import PINNED_NOTE
 
 _ENV_HINT = "`compile-tune export --to env` sets the ones inductor reads from a TORCHINDUCTOR_* variable"
 
@@ -84,6 +84,6 @@ def _mode_options(mode: str | None) -> dict[str, Any]:
 
 
 def _inductor_defaults() -> dict[str, Any]:
-    from ..config_defaults import inductor_defaults
+    from ..system.config_defaults import inductor_defaults
 
     return inductor_defaults()

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import yaml
 
-from ..config import CompileConfig, TunedConfig
-from ..errors import ConfigError
-from ..precision import CHANGES_NUMERICS
-from ..precision import FLAG as PRECISION_FLAG
-from ..precision import MEANING as PRECISION_MEANING
+from ..core.config import CompileConfig, TunedConfig
+from ..core.errors import ConfigError
+from ..core.precision import CHANGES_NUMERICS
+from ..core.precision import FLAG as PRECISION_FLAG
+from ..core.precision import MEANING as PRECISION_MEANING
 from . import exports
 
 

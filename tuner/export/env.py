@@ -6,8 +6,8 @@ import ast
 import functools
 from typing import Any
 
-from ..config_defaults import torch_file
-from ..heap import ENV as HEAP_ENV
+from ..system.config_defaults import torch_file
+from ..system.heap import ENV as HEAP_ENV
 from ._common import _lost, _mode_options, _View
 from .accelerate import _ACCELERATE_MIXED_PRECISION, _ACCELERATE_NOTES, _accelerate_settings, _dynamo_env
 

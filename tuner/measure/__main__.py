@@ -1,5 +1,5 @@
 """The trial process: ``python -m tuner.measure SPEC OUT`` (started by tuner/isolated.py through
-tuner/launch.py). One entry point, four modes (``TrialSpec.mode``): ``trial`` measures a config
+tuner/system/launch.py). One entry point, four modes (``TrialSpec.mode``): ``trial`` measures a config
 (tuner/measure/trial.py), ``check`` runs the model check (check.py), ``threads`` the thread check
 (threads.py), ``startup`` times a cold or warm first step (startup.py).
 """
@@ -12,10 +12,10 @@ import time
 import traceback
 from pathlib import Path
 
+from ..core.spec import TrialSpec
 from ..diagnose import classify_exception
-from ..heap import DEFAULT, PINNED, pin_heap
-from ..launch import die_with_parent
-from ..spec import TrialSpec
+from ..system.heap import DEFAULT, PINNED, pin_heap
+from ..system.launch import die_with_parent
 from .aot_package import build_package, check_package
 from .check import run_check
 from .devices import environment, limit_memory

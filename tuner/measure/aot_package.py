@@ -20,11 +20,11 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from ..config import CompileConfig
+from ..core.config import CompileConfig
+from ..core.spec import TrialSpec
 from ..diagnose import classify_exception
 from ..runtime.marks import varying_dims
 from ..runtime.packaged import load_package
-from ..spec import TrialSpec
 from ..workload import call_model
 from .correctness import TOLERANCE, compare
 from .devices import timed

@@ -4,7 +4,7 @@ Traces the model with Dynamo only (``backend="eager"``: no code generation, so i
 reports graph breaks with their user source lines, numpy code that Dynamo traces (found by a
 second trace with numpy tracing off), data-dependent Python, whether ``fullgraph=True`` can
 work, and the recompiles each ``dynamic`` setting causes over the input schedule (the marked
-choices of tuner/shapes.py included, and ``dynamic=False`` with the raised ``recompile_limit`` the
+choices of tuner/core/shapes.py included, and ``dynamic=False`` with the raised ``recompile_limit`` the
 space adds when the default one is hit). Runs in its own process like a trial, so its Dynamo state
 is never shared with anything else.
 """
@@ -14,9 +14,7 @@ import copy
 from dataclasses import asdict
 from typing import Any
 
-from ..diagnose import DynamoLogCapture
-from ..runtime.marks import distinct_shapes, marked, varying_dims
-from ..shapes import (
+from ..core.shapes import (
     MARKED,
     MARKED_UNBACKED,
     RECOMPILE_LIMIT,
@@ -25,7 +23,9 @@ from ..shapes import (
     schedule_settings,
     split_marks,
 )
-from ..spec import TrialSpec
+from ..core.spec import TrialSpec
+from ..diagnose import DynamoLogCapture
+from ..runtime.marks import distinct_shapes, marked, varying_dims
 from ..workload import call_model
 from .setup import prepare
 
@@ -90,7 +90,7 @@ class _Forward:
 
 def run_check(spec: TrialSpec) -> dict[str, Any]:
     """The check's findings as a JSON-able dict (see :func:`format_check`); with ``check_parts``
-    above 1, only this part's traces (:func:`tuner.shapes.merge_check_parts` joins them)."""
+    above 1, only this part's traces (:func:`tuner.core.shapes.merge_check_parts` joins them)."""
     import time
 
     start = time.perf_counter()

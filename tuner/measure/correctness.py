@@ -10,7 +10,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from ..precision import TOLERANCE_DTYPE
+from ..core.precision import TOLERANCE_DTYPE
 from .tree import map_leaves, named_leaves
 
 #: Defaults close to the upstream harness: 1e-3 for inference (HF/TIMM), 1e-2 for training.
@@ -20,7 +20,7 @@ TOLERANCE = {"infer": 1e-3, "train": 1e-2}
 #: fused compiled kernel keeps intermediates in float32, so correct results differ by a few units
 #: in the last place. Where allclose still fails, the harness's cosine-similarity test decides.
 DTYPE_TOLERANCE = {"float16": 1e-2, "bfloat16": 4e-2}
-#: A config's ``precision`` (tuner/precision.py) is checked against float32 eager at the tolerance of
+#: A config's ``precision`` (tuner/core/precision.py) is checked against float32 eager at the tolerance of
 #: the dtype it computes in: bf16 at bfloat16's 4e-2 (about 5 units of its 7.8e-3 relative step: the
 #: inputs of every matmul are rounded to 8 significant bits, and the errors of a few layers add up),
 #: tf32 at float16's 1e-2 (TF32 keeps float16's 10 mantissa bits). Beyond ``allclose`` the result must

@@ -31,7 +31,7 @@ import signal
 import sys
 import traceback
 
-from ..launch import PARENT_ENV, die_with_parent
+from ..system.launch import PARENT_ENV, die_with_parent
 
 
 def import_dynamo() -> None:

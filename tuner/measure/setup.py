@@ -8,7 +8,7 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-from ..spec import TrialSpec
+from ..core.spec import TrialSpec
 from ..workload import Workload, load_workload
 from .devices import to_device
 

@@ -1,4 +1,4 @@
-"""The timing slot of parallel lanes (``--parallel``, tuner/lanes.py): compile in parallel, time
+"""The timing slot of parallel lanes (``--parallel``, tuner/system/lanes.py): compile in parallel, time
 in turn.
 
 Several trials may be in flight; each compiles (and does everything else that is not timed) on

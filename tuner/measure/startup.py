@@ -7,7 +7,8 @@ import time
 import warnings
 from pathlib import Path
 
-from ..config import CompileConfig, load_tuned_config
+from ..core.config import CompileConfig
+from ..export.best_config import load_tuned_config
 from ..runtime.apply import apply_config
 from .devices import sync
 from .setup import prepare

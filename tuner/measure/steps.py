@@ -17,10 +17,10 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
-from ..config import CompileConfig
+from ..core.config import CompileConfig
+from ..core.targets import target_modules
 from ..runtime.apply import apply_config, optimizer_step
 from ..runtime.apply_precision import MARK as PRECISION_MARK
-from ..targets import target_modules
 from ..workload import call_model
 from .devices import timed
 from .setup import seed_all

@@ -12,7 +12,7 @@ import copy
 import threading
 from typing import Any
 
-from ..config import CompileConfig
+from ..core.config import CompileConfig
 from ..diagnose import DynamoLogCapture
 from ..runtime.apply import apply_config
 from ..workload import call_model

@@ -32,9 +32,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
-from ..config import CompileConfig
+from ..core.config import CompileConfig
+from ..core.spec import TrialSpec
 from ..diagnose import DynamoLogCapture, failure
-from ..spec import TrialSpec
 from ..workload import call_model
 from .correctness import PRECISION_TOLERANCE, TOLERANCE, compare, flatten, to_float64
 from .devices import PeakMemory, memory_in_use, timed

@@ -12,12 +12,12 @@ from typing import Any
 
 import pandas as pd
 
-from ..budget import BUDGET_ATTR, PHASE_ATTR, budget_line, format_duration
+from ..core.durations import BUDGET_ATTR, PHASE_ATTR, budget_line, format_duration
+from ..core.score import total_time
+from ..core.spec import Role
 from ..diagnose import unique_breaks, unique_recompiles
-from ..repair import effects as repair_effects
-from ..repair import remaining
-from ..score import total_time
-from ..spec import Role
+from ..space.repair import effects as repair_effects
+from ..space.repair import remaining
 from ..study import hardware_mismatch, measured_trials
 from ._fmt import missing, number, text, truthy
 from ._tables import measured, trials_frame
@@ -46,9 +46,9 @@ class ReportData:
 
     name: str
     tuned: Any
-    """The :class:`tuner.config.TunedConfig` picked from this study."""
+    """The :class:`tuner.core.config.TunedConfig` picked from this study."""
     scoring: Any
-    """The study's :class:`tuner.score.Scoring`."""
+    """The study's :class:`tuner.core.score.Scoring`."""
     frame: pd.DataFrame
     """Every trial (``trials_frame``), repeats and failures included."""
     settings: dict = field(default_factory=dict)
@@ -61,11 +61,11 @@ class ReportData:
     hardware_warning: str | None = None
     """Set when the finalists were measured on different machines (see tuner.study)."""
     phase_seconds: dict = field(default_factory=dict)
-    """The latest run's wall seconds per phase and its ``total`` (tuner/budget.py)."""
+    """The latest run's wall seconds per phase and its ``total`` (tuner/run/budget.py)."""
     budget: dict | None = None
     """What the latest run's ``--budget`` did, when it had one."""
     repairs: list[dict] = field(default_factory=list)
-    """Per Dynamo setting searched, its trials against those without it (tuner/repair.py)."""
+    """Per Dynamo setting searched, its trials against those without it (tuner/space/repair.py)."""
     unrepaired: list[dict] = field(default_factory=list)
     """The graph breaks no searched Dynamo setting removed, with why they stay."""
 

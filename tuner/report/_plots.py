@@ -8,9 +8,9 @@ from __future__ import annotations
 import io
 from dataclasses import dataclass
 
-from ..score import break_even_steps
-from ..score import pareto_front as front_of
-from ..spec import Role
+from ..core.score import break_even_steps
+from ..core.score import pareto_front as front_of
+from ..core.spec import Role
 from ._data import MIN_TRIALS_FOR_IMPORTANCE, ReportData
 from ._fmt import number, text
 

@@ -1,9 +1,9 @@
 """The graph-break repair section: for each Dynamo setting the search tried, its trials against
 the trials without it (graphs, graph breaks, the breaks it removed by source line, median total
-time), and the breaks no setting removed with why they stay. The data is tuner/repair.py's."""
+time), and the breaks no setting removed with why they stay. The data is tuner/space/repair.py's."""
 from __future__ import annotations
 
-from ..repair import effect_text, reason_head
+from ..space.repair import effect_text, reason_head
 from ._data import ReportData
 from ._fmt import seconds
 

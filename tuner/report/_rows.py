@@ -8,7 +8,7 @@ import json
 
 import pandas as pd
 
-from ..shapes import settings_text as shape_settings_text
+from ..core.shapes import settings_text as shape_settings_text
 from ._data import ReportData, trial_state
 from ._fmt import count, megabytes, millis, missing, number, ratio, seconds, text, truthy
 from ._tables import failure_category
@@ -100,7 +100,7 @@ def dynamic_rows(data: ReportData) -> list[list]:
     """Completed trials over an input schedule, by how they handle shapes: the ``dynamic`` choice
     (``marked``: exactly the input dimensions that vary; ``marked_unbacked``: those reaching 0 or 1
     unbacked) and the schedule's Dynamo settings (``recompile_limit``, ``automatic_dynamic_shapes``;
-    tuner/shapes.py); empty unless more than one way was measured."""
+    tuner/core/shapes.py); empty unless more than one way was measured."""
     frame = data.frame
     done = frame[(frame["state"] == "COMPLETE") & frame["total_time_s"].notna() & frame["backend"].notna()]
     if "schedule_len" not in done.columns:

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..errors import StudyError, TunerError
-from ..storage import open_storage, redact, scrub
+from ..core.errors import StudyError, TunerError
+from ..system.storage import open_storage, redact, scrub
 
 
 def default_storage(out_dir: str | Path) -> str:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..shapes import choice_of as dynamic_choice_of
+from ..core.shapes import choice_of as dynamic_choice_of
 from ._fmt import text, truthy
 
 #: trials.csv columns, in order (others follow).
@@ -36,7 +36,7 @@ def trials_frame(study) -> pd.DataFrame:
             dynamic=dynamic_choice_of(cfg), fullgraph=cfg.get("fullgraph"),
             options=json.dumps(cfg.get("options") or {}, sort_keys=True),
             dynamo=json.dumps(cfg.get("dynamo") or {}, sort_keys=True),
-            precision=cfg.get("precision"),  # set: the trial changed numerics (tuner/precision.py)
+            precision=cfg.get("precision"),  # set: the trial changed numerics (tuner/core/precision.py)
             correctness_error=attrs.get("correctness_error"),
         )
         rows.append(row)

@@ -8,9 +8,9 @@ import textwrap
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..precision import CHANGES_NUMERICS
-from ..precision import FLAG as PRECISION_FLAG
-from ..precision import MEANING as PRECISION_MEANING
+from ..core.precision import CHANGES_NUMERICS
+from ..core.precision import FLAG as PRECISION_FLAG
+from ..core.precision import MEANING as PRECISION_MEANING
 from ._fmt import count, megabytes, millis, missing, number, ratio, seconds, text
 
 
@@ -29,7 +29,7 @@ class Verdict:
 
 
 def verdict(tuned, hardware_warning: str | None = None, failed: int | None = None) -> Verdict:
-    """The verdict of a :class:`tuner.config.TunedConfig`; ``failed``: how many trials failed."""
+    """The verdict of a :class:`tuner.core.config.TunedConfig`; ``failed``: how many trials failed."""
     m = tuned.measured
     steps = int(number(tuned.tuned_on.get("steps")) or 0)
     v = _compile_verdict(tuned, steps) if tuned.verdict == "compile" else _eager_verdict(m, steps, failed)

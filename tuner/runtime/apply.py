@@ -10,10 +10,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..config import BLOCKS, CompileConfig, TunedConfig, load_tuned_config
-from ..errors import ConfigError
-from ..heap import PINNED_NOTE, pin_heap
-from ..targets import target_modules
+from ..core.config import BLOCKS, CompileConfig, TunedConfig
+from ..core.errors import ConfigError
+from ..core.targets import target_modules
+from ..export.best_config import load_tuned_config
+from ..system.heap import PINNED_NOTE, pin_heap
 from .apply_precision import INNER as PRECISION_INNER
 from .apply_precision import MARK as PRECISION_MARK
 from .apply_precision import autocast_forward, set_matmul_precision
@@ -37,7 +38,7 @@ def apply_config(model, config: CompileConfig | str | Path | Mapping[str, Any], 
     bfloat16 autocast (whatever the target), ``tf32`` sets ``torch.set_float32_matmul_precision("high")``
     for the whole process, with a warning (tuner/runtime/apply_precision.py). A config measured on CPU
     with glibc malloc's thresholds pinned (``tuned_on.heap``) pins them in this process too, for
-    every verdict: the step times it quotes were measured so (tuner/heap.py).
+    every verdict: the step times it quotes were measured so (tuner/system/heap.py).
 
     Example:
         >>> model = tuner.apply_config(model, "results/mlp/best_config.yaml")  # doctest: +SKIP

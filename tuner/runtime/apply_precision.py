@@ -1,4 +1,4 @@
-"""A config's ``precision`` in the user's process (tuner/precision.py says what each one is).
+"""A config's ``precision`` in the user's process (tuner/core/precision.py says what each one is).
 
 ``bf16``: the model's own ``forward`` (the root module's, whatever the target) runs under
 ``torch.autocast(device_type, dtype=torch.bfloat16)``, entered around every call. Around the root
@@ -20,7 +20,7 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
-from ..precision import CHANGES_NUMERICS, MATMUL_PRECISION
+from ..core.precision import CHANGES_NUMERICS, MATMUL_PRECISION
 
 #: Attributes of the forward wrapper: which precision it applies, and what it wraps (so a later
 #: apply_config can undo it, see tuner/runtime/apply.py ``_uncompiled``).

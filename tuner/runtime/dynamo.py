@@ -18,8 +18,8 @@ import functools
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ..dynamo_settings import canonical_name, known_settings, resolve_name
-from ..errors import ConfigError
+from ..core.errors import ConfigError
+from ..space.dynamo_settings import canonical_name, known_settings, resolve_name
 
 
 def resolved(settings: Mapping[str, Any]) -> dict[str, Any]:

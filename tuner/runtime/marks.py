@@ -9,7 +9,7 @@ few microseconds per marked input, which the trial measures like any other cost.
 
 Dynamo specialises sizes 0 and 1 even on a marked dimension, so a range that reaches them is
 marked with ``maybe_mark_dynamic`` (a hard mark would fail the trace at size 1) and size 1 gets a
-graph of its own; ``mark_unbacked`` (the ``unbacked`` marks, tuner/shapes.py) avoids that graph.
+graph of its own; ``mark_unbacked`` (the ``unbacked`` marks, tuner/core/shapes.py) avoids that graph.
 
 The range seen over the schedule is recorded, not enforced: torch 2.13 turns ``min``/``max`` into
 errors for a size outside them, where an unbounded mark just works (checked with a batch of 32

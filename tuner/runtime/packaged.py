@@ -6,8 +6,8 @@ from __future__ import annotations
 import warnings
 from pathlib import Path
 
-from ..config import load_tuned_config
-from ..errors import ConfigError
+from ..core.errors import ConfigError
+from ..export.best_config import load_tuned_config
 from .apply import _pin_heap_as_measured, _warn_on_thread_mismatch
 
 PACKAGE_NAME = "model.pt2"

@@ -17,17 +17,17 @@ from ._attrs import MEASUREMENT_ATTRS, ROLE_EAGER, ROLE_PLAIN, ROLE_SEARCH, is_v
 from ._finalists import FINALISTS, hardware_mismatch
 from ._recovery import MAX_RETRIES, fail_stale_trials, mark_interrupted, requeue
 from ._settings import (
-                        FIXED_SETTINGS,
-                        StudyRun,
-                        StudySettings,
-                        check_settings,
-                        default_threads,
-                        has_repeated_blocks,
-                        make_sampler,
-                        open_store,
-                        open_study,
-                        scoring_from_study,
-                        trial_timeout,
+    FIXED_SETTINGS,
+    StudyRun,
+    StudySettings,
+    check_settings,
+    default_threads,
+    has_repeated_blocks,
+    make_sampler,
+    open_store,
+    open_study,
+    scoring_from_study,
+    trial_timeout,
 )
 from ._store import TrialStore
 

@@ -4,13 +4,13 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ..config import CompileConfig
-from ..score import Scoring
-from ..spec import MEASURED, Role
+from ..core.config import CompileConfig
+from ..core.score import Scoring
+from ..core.spec import MEASURED, Role
 
 ROLE_EAGER, ROLE_PLAIN, ROLE_SEARCH = Role.EAGER, Role.PLAIN, Role.SEARCH
 
-#: Measurements copied from the child's result into trial user attributes (tuner/spec.py).
+#: Measurements copied from the child's result into trial user attributes (tuner/core/spec.py).
 MEASUREMENT_ATTRS = MEASURED
 
 

@@ -1,7 +1,7 @@
 """Trials whose worker died: failed, marked interrupted, and their configs queued again."""
 from __future__ import annotations
 
-from ..storage import HEARTBEAT_S, dead_trials
+from ..system.storage import HEARTBEAT_S, dead_trials
 from ._attrs import ROLE_SEARCH
 from ._store import TrialStore
 
@@ -15,7 +15,7 @@ def fail_stale_trials(store: TrialStore, heartbeat: int = HEARTBEAT_S, local_pro
     Safe while other workers run: a trial is failed only when its heartbeat stopped, or (with
     ``local_processes``) when the process of this machine that ran it is gone, never merely
     because it is running. Not ``optuna.storages.fail_stale_trials``: that one fails a trial
-    before anyone can write on it why it died (see ``tuner.storage.stale_trial_numbers``), and
+    before anyone can write on it why it died (see ``tuner.system.storage.stale_trial_numbers``), and
     its retry callback would copy the dead trial's attributes (``interrupted`` among them) into
     the retry.
     """

@@ -8,11 +8,11 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import StudyError
-from ..score import Scoring
-from ..spec import MEASUREMENT
-from ..storage import HEARTBEAT_S, open_storage
-from ..targets import find_block_classes
+from ..core.errors import StudyError
+from ..core.score import Scoring
+from ..core.spec import MEASUREMENT
+from ..core.targets import find_block_classes
+from ..system.storage import HEARTBEAT_S, open_storage
 from ._attrs import ROLE_EAGER, ROLE_PLAIN
 from ._store import TrialStore
 
@@ -42,14 +42,14 @@ class StudySettings:
     trace_dir: str | None = None
     memory_limit_mb: float | None = None
     heap: str = "pinned"
-    """glibc malloc's thresholds in every trial process on CPU (tuner/heap.py); fixed: it moves step times."""
+    """glibc malloc's thresholds in every trial process on CPU (tuner/system/heap.py); fixed: it moves step times."""
     compile_cost: str = "cold"
     allow_precision_change: bool = False
     """Whether the search may change numerics (``--allow-precision-change``): fixed, so that a resumed
     run without the flag never picks a lower-precision config measured with it."""
     torch: str = ""
     measurement: int = MEASUREMENT
-    """What a trial's figures mean (tuner/spec.py); fixed, like the torch version."""
+    """What a trial's figures mean (tuner/core/spec.py); fixed, like the torch version."""
     """The torch version that measures (the tuner's own, which every trial process runs): another
     torch compiles and runs steps differently, so its times cannot share a study."""
 
@@ -68,7 +68,7 @@ class StudyRun:
 
 
 def open_study(storage: str, name: str, seed: int, create: bool = True, heartbeat: int = HEARTBEAT_S):
-    """The study ``name`` in the storage at URL ``storage`` (see ``tuner.storage`` for the forms)."""
+    """The study ``name`` in the storage at URL ``storage`` (see ``tuner.system.storage`` for the forms)."""
     return open_store(storage, name, seed, create, heartbeat).study
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..storage import HEARTBEAT_S, Heartbeat
+from ..system.storage import HEARTBEAT_S, Heartbeat
 
 
 class TrialStore:

@@ -14,7 +14,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import TunerError
+from ..core.errors import TunerError
 
 ENV = "COMPILE_TUNE_LANES"
 #: More lanes than this add little: the timing slot is the bottleneck.

@@ -10,15 +10,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .autospace import AUTO
-from .budget import parse_duration
-from .config import TunedConfig
-from .errors import TunerError
-from .heap import DEFAULT as HEAP_DEFAULT
-from .heap import PINNED as HEAP_PINNED
-from .lanes import parse_parallel
-from .storage import HEARTBEAT_S
-from .study import StudyRun, StudySettings
+from ..core.config import TunedConfig
+from ..core.durations import parse_duration
+from ..core.errors import TunerError
+from ..space.autospace import AUTO
+from ..study import StudyRun, StudySettings
+from ..system.heap import DEFAULT as HEAP_DEFAULT
+from ..system.heap import PINNED as HEAP_PINNED
+from ..system.lanes import parse_parallel
+from ..system.storage import HEARTBEAT_S
 
 #: The steps a run is scored for when ``--steps`` is not given.
 DEFAULT_STEPS = 10_000
@@ -30,7 +30,7 @@ class TuneOptions:
 
     workload: str
     space: str = AUTO
-    """``auto``: built for the model (tuner/autospace.py); else a bundled space's name or a YAML path."""
+    """``auto``: built for the model (tuner/space/autospace.py); else a bundled space's name or a YAML path."""
     trials: int = 20
     steps: int = DEFAULT_STEPS
     task: str = "infer"
@@ -49,7 +49,7 @@ class TuneOptions:
     trace: bool = False
     trial_memory_limit_mb: float | None = None
     heap: str = HEAP_PINNED
-    """CPU: glibc malloc's thresholds in every trial (tuner/heap.py)."""
+    """CPU: glibc malloc's thresholds in every trial (tuner/system/heap.py)."""
     check: bool = True
     warm_start: bool = True
     compile_cost: str = "cold"
@@ -60,14 +60,15 @@ class TuneOptions:
     argv: list[str] = field(default_factory=list)
     workers: int = 1
     parallel: str | int = "auto"
-    """Trials in flight on this machine: they compile side by side and time in turn (tuner/lanes.py)."""
+    """Trials in flight on this machine: they compile side by side and time in turn (tuner/system/lanes.py)."""
     heartbeat: int = HEARTBEAT_S
     worker_index: int | None = None
     """Set in the processes ``--workers`` starts: they measure, the main process writes outputs."""
     budget: float | str | None = None
-    """Bound on the whole run, confirmation and warm start included: seconds or ``"20m"`` (tuner/budget.py)."""
+    """Bound on the whole run, confirmation and warm start included: seconds or ``"20m"`` (tuner/run/budget.py)."""
     allow_precision_change: bool = False
-    """Search lower precisions too (bf16 autocast, TF32 matmuls): configs that change numerics (tuner/precision.py)."""
+    """Search lower precisions too (bf16 autocast, TF32 matmuls): configs that change numerics
+    (tuner/core/precision.py)."""
     budget_deadline: float | None = None
     """When the budget ends (``time.time()``): set as the run's clock starts (by ``tune``, or earlier by
     the CLI) and handed as is to the ``--workers`` processes, so they stop starting trials with it."""

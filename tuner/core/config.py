@@ -1,7 +1,8 @@
-"""The compile config (what to compile and how) and ``best_config.yaml``, as data.
+"""The compile config (what to compile and how) and a tuned result, as values.
 
 A :class:`CompileConfig` is the unit the tuner searches over and the thing a user gets back;
-which modules it targets is tuner/targets.py, applying it to a model tuner/runtime/apply.py.
+which modules it targets is tuner/core/targets.py, applying it to a model tuner/runtime/apply.py,
+and the ``best_config.yaml`` a :class:`TunedConfig` is written to tuner/export/best_config.py.
 """
 from __future__ import annotations
 
@@ -59,7 +60,7 @@ class CompileConfig:
     mark_unbacked: Mapping[str, Mapping[int, Any]] = field(default_factory=dict)
     """Like ``mark_dynamic``, for dimensions whose range reaches 0 or 1: marked with
     ``torch._dynamo.decorators.mark_unbacked``, so sizes 0 and 1 are not specialised and run the
-    same graph as every other size (``dynamic: marked_unbacked``; tuner/shapes.py)."""
+    same graph as every other size (``dynamic: marked_unbacked``; tuner/core/shapes.py)."""
     dynamo: Mapping[str, Any] = field(default_factory=dict)
     """``torch._dynamo.config`` overrides for this model's compiled code, any backend, e.g.
     ``{"capture_scalar_outputs": True}``: YAML scalars, or lists of dotted names for the settings
@@ -69,7 +70,7 @@ class CompileConfig:
     """``None``: the model's own numerics. ``bf16``: the whole model's forward under
     ``torch.autocast(dtype=torch.bfloat16)``; ``tf32``: float32 matmuls on TF32 tensor cores
     (``torch.set_float32_matmul_precision("high")``, process-wide, CUDA only). Either *changes
-    numerics*: searched only with ``--allow-precision-change`` (tuner/precision.py)."""
+    numerics*: searched only with ``--allow-precision-change`` (tuner/core/precision.py)."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.target, str) or not self.target:

@@ -17,7 +17,7 @@ import itertools
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .config_defaults import cached
+from ..system.config_defaults import cached
 
 #: The prefix of a setting's full name; an alias to another module keeps its own name.
 CONFIG_MODULE = "torch._dynamo.config"
@@ -33,7 +33,7 @@ def _config():
 @functools.lru_cache(maxsize=1)
 def _defaults() -> dict:
     """The defaults as space values, and the aliases: from a cache file after the first run
-    (tuner/config_defaults.py: importing the config module imports Dynamo, seconds)."""
+    (tuner/system/config_defaults.py: importing the config module imports Dynamo, seconds)."""
     def read() -> dict:
         config = _config()
         return {"values": {k: canonical_value(v) for k, v in config.get_config_copy().items()},

@@ -15,9 +15,9 @@ that most often decide a verdict rather than every knob; the rest are left out w
 - ``mode``: on a CPU, max-autotune's GEMM template search; on a GPU also CUDA graphs.
 - ``dynamic``: null, true, false and marked only when the input schedule varies a dimension (with
   one shape every choice compiles the same graph), and marked_unbacked when a varying dimension
-  reaches 0 or 1 (tuner/shapes.py). The Dynamo settings the schedule calls for
+  reaches 0 or 1 (tuner/core/shapes.py). The Dynamo settings the schedule calls for
   (``recompile_limit`` when it has more shapes than Dynamo compiles graphs) are added by
-  :meth:`~tuner.space.SearchSpace.restrict`, as for any space.
+  :meth:`~tuner.space.search_space.SearchSpace.restrict`, as for any space.
 - ``fullgraph``: false only; ``true`` makes no kernel faster (the same graph without breaks, an
   error with them).
 - ``compile_optimizer``: training only.
@@ -26,7 +26,7 @@ that most often decide a verdict rather than every knob; the rest are left out w
   ``coordinate_descent_tuning`` on a GPU (Triton block sizes). Options the installed torch
   lacks are left out; ``--space cpu`` and ``--space gpu`` search more of them.
 
-Graph-break repairs join after the model check (:func:`tuner.repair.add_repairs`), as for any
+Graph-break repairs join after the model check (:func:`tuner.space.repair.add_repairs`), as for any
 space. The facts come in as plain data (:class:`ModelFacts`), so nothing here runs a model.
 
 Example:
@@ -39,10 +39,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .config import BLOCKS, WHOLE
-from .config_defaults import inductor_defaults
-from .shapes import MARKED, MARKED_UNBACKED, reaches_one
-from .space import SearchSpace
+from ..core.config import BLOCKS, WHOLE
+from ..core.shapes import MARKED, MARKED_UNBACKED, reaches_one
+from ..system.config_defaults import inductor_defaults
+from .search_space import SearchSpace
 
 AUTO = "auto"
 
@@ -78,7 +78,7 @@ def build_auto_space(facts: ModelFacts) -> tuple[SearchSpace, list[Choice]]:
     """The ``auto`` space for this model and run, and one :class:`Choice` per dimension; the choices
     left out are in ``space.skipped``, each with its reason."""
     cuda = facts.device.startswith("cuda")
-    space = SearchSpace(source=AUTO, description="built for this model (tuner/autospace.py)")
+    space = SearchSpace(source=AUTO, description="built for this model (tuner/space/autospace.py)")
     choices = [
         _target(space, facts),
         _backend(space, cuda),

@@ -3,7 +3,7 @@ and the search measured, the verdict confirmed and written, then the extras (war
 check) and the summary. A ``--workers`` process runs :meth:`Run.as_worker`: the measuring only.
 
 Every phase that follows the eager baseline writes the outputs before it can fail, so what was
-measured is never lost (tuner/pipeline.py builds the Run and its settings).
+measured is never lost (tuner/run/pipeline.py builds the Run and its settings).
 """
 from __future__ import annotations
 
@@ -13,24 +13,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .autospace import Choice
-from .budget import BUDGET_ATTR, BUDGET_RAN_OUT, PHASE_ATTR, Plan, RunClock, budget_line, time_line
-from .bundle import bundle_and_measure
-from .config import TunedConfig
-from .confirm import confirm_finalists
-from .errors import TunerError
-from .forkserver import ready as launcher_ready
-from .interrupts import check as stop_if_interrupted
-from .isolated import check_model
-from .measure.check import format_check
-from .options import TuneOptions, TuneResult
-from .outputs import eager_done, import_report_modules, write_outputs
-from .progress import Progress
-from .repair import add_repairs
-from .search import Tuner
-from .space import SearchSpace
-from .storage import redact, scrub
-from .study import (
+from ..bundle import bundle_and_measure
+from ..confirm import confirm_finalists
+from ..core.config import TunedConfig
+from ..core.durations import BUDGET_ATTR, BUDGET_RAN_OUT, PHASE_ATTR, budget_line, time_line
+from ..core.errors import TunerError
+from ..forkserver import ready as launcher_ready
+from ..isolated import check_model
+from ..measure.check import format_check
+from ..outputs import eager_done, import_report_modules, write_outputs
+from ..progress import Progress
+from ..search import Tuner
+from ..space.autospace import Choice
+from ..space.repair import add_repairs
+from ..space.search_space import SearchSpace
+from ..study import (
     StudyRun,
     StudySettings,
     check_settings,
@@ -39,9 +36,13 @@ from .study import (
     scoring_from_study,
     trial_timeout,
 )
-from .thread_check import check_threads
-from .verdict import SKIPPED_ATTR, pick_best
-from .workers import lane_plan, run_workers
+from ..system.interrupts import check as stop_if_interrupted
+from ..system.storage import redact, scrub
+from ..thread_check import check_threads
+from ..verdict import SKIPPED_ATTR, pick_best
+from ..workers import lane_plan, run_workers
+from .budget import Plan, RunClock
+from .options import TuneOptions, TuneResult
 
 
 @dataclass
@@ -90,7 +91,7 @@ class Run:
         self.measure()
         if self.failure is not None:
             raise self.failure
-        # unused-ignore: while tuner/options.py is missing, TuneResult is Any and nothing is ignored
+        # unused-ignore: while tuner/run/options.py is missing, TuneResult is Any and nothing is ignored
         return TuneResult(out_dir=self.out_dir, tuned=None,  # type: ignore[arg-type, unused-ignore]
                           run=self.run, summary="")
 
@@ -263,7 +264,7 @@ class Run:
 
     def result(self, tuned: TunedConfig) -> TuneResult:
         """The summary table and the run's notes, as the command line prints them."""
-        from .report import summary_table, trials_frame  # pandas: not imported before the launcher starts
+        from ..report import summary_table, trials_frame  # pandas: not imported before the launcher starts
 
         run, clock = self.run, self.clock
         summary = summary_table(trials_frame(self.study))

@@ -1,7 +1,7 @@
 """Reading a search-space file: what a name resolves to (a bundled space or a path), and its
 dimensions validated, each error one line that names the file, the line and the key, with a hint.
 
-:func:`tuner.space.load_space` turns the fields into a :class:`~tuner.space.SearchSpace`.
+:func:`tuner.space.search_space.load_space` turns the fields into a :class:`~tuner.space.search_space.SearchSpace`.
 """
 from __future__ import annotations
 
@@ -12,13 +12,13 @@ from typing import Any, NoReturn
 
 import yaml
 
-from .config import MODES, NO_COMPILE
-from .config_defaults import Opaque, inductor_defaults, matches_default_type
+from ..core.config import MODES, NO_COMPILE
+from ..core.errors import SpaceError
+from ..core.precision import FLAG as PRECISION_FLAG
+from ..core.precision import PRECISIONS
+from ..core.shapes import DYNAMIC_CHOICES, MARKED, MARKED_UNBACKED
+from ..system.config_defaults import Opaque, inductor_defaults, matches_default_type
 from .dynamo_settings import validate_section as dynamo_validate_section
-from .errors import SpaceError
-from .precision import FLAG as PRECISION_FLAG
-from .precision import PRECISIONS
-from .shapes import DYNAMIC_CHOICES, MARKED, MARKED_UNBACKED
 
 #: The package whose data files are the bundled spaces (the repository's ``search_spaces/``).
 BUNDLED_PACKAGE = "tuner.search_spaces"
@@ -54,7 +54,7 @@ def bundled_dir() -> Path:
         pass
     # A source checkout run without installing (PYTHONPATH=repo, as scripts/gpu_check.sh does):
     # the folder that the package is built from.
-    source = Path(__file__).resolve().parent.parent / "search_spaces"
+    source = Path(__file__).resolve().parents[2] / "search_spaces"
     if source.is_dir():
         return source
     raise SpaceError(f"the bundled search spaces are not installed (no package {BUNDLED_PACKAGE})",
@@ -66,12 +66,12 @@ def bundled_spaces() -> list[str]:
 
 
 def _bundled_hint() -> str:
-    # `auto` is no file: tuner/autospace.py builds it for the model (the default of --space)
+    # `auto` is no file: tuner/space/autospace.py builds it for the model (the default of --space)
     return f"use auto, a bundled space ({', '.join(bundled_spaces())}) or the path of a .yaml file"
 
 
 def read_space(name_or_path: str) -> dict[str, Any]:
-    """The validated fields of a space file (:class:`tuner.space.SearchSpace`'s), or a
+    """The validated fields of a space file (:class:`tuner.space.search_space.SearchSpace`'s), or a
     :class:`SpaceError` that names the file, the line and the key."""
     path = resolve_space_path(name_or_path)
     text = path.read_text()

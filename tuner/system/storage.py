@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
-from .errors import StudyError
+from ..core.errors import StudyError
 
 #: Seconds between two heartbeats of a running trial (``--heartbeat``).
 HEARTBEAT_S = 10

@@ -11,24 +11,24 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-from .autospace import AUTO, Choice, ModelFacts, build_auto_space
+from ..core.errors import TunerError
+from ..core.targets import find_blocks
+from ..isolated import default_threads as launcher_threads
+from ..isolated import preload_workload, prestart_launcher
+from ..runtime.marks import distinct_shapes, varying_dims
+from ..space.autospace import AUTO, Choice, ModelFacts, build_auto_space
+from ..space.search_space import SearchSpace, load_space
+from ..study import default_threads
+from ..system.interrupts import deferred
+from ..workload import load_workload, validate_workload
 from .budget import RunClock
-from .errors import TunerError
-from .interrupts import deferred
-from .isolated import default_threads as launcher_threads
-from .isolated import preload_workload, prestart_launcher
 from .options import DEFAULT_STEPS, TuneOptions, TuneResult, study_settings
-from .run import Run
-from .runtime.marks import distinct_shapes, varying_dims
-from .space import SearchSpace, load_space
-from .study import default_threads
-from .targets import find_blocks
-from .workload import load_workload, validate_workload
+from .phases import Run
 
 __all__ = ["DEFAULT_STEPS", "TuneOptions", "TuneResult", "resolve_device", "search_space", "tune"]
 
 #: Where a run's lines for the user go when no ``log`` is given (a library caller): INFO records
-#: of the ``tuner.pipeline`` logger. The command line passes ``print`` instead.
+#: of the ``tuner.run.pipeline`` logger. The command line passes ``print`` instead.
 logger = logging.getLogger(__name__)
 
 
@@ -53,7 +53,7 @@ def resolve_device(device: str) -> str:
 def tune(opts: TuneOptions, log: Callable[[str], None] | None = None) -> TuneResult:
     """Run (or resume) a study and write ``best_config.yaml``, ``trials.csv`` and the reports into the out dir.
 
-    Progress lines go to ``log``; by default to the ``tuner.pipeline`` logger at INFO, so a library
+    Progress lines go to ``log``; by default to the ``tuner.run.pipeline`` logger at INFO, so a library
     caller sees them through ``logging`` and nothing is printed (the command line passes ``print``).
 
     Example:
@@ -86,7 +86,7 @@ def tune(opts: TuneOptions, log: Callable[[str], None] | None = None) -> TuneRes
     storage = opts.storage or f"sqlite:///{(out_dir / 'study.db').resolve()}"
     settings = study_settings(opts, str(workload.path), device, threads, out_dir, _torch_version())
     # From here on a Ctrl-C stops the run between two storage writes, never inside one: see
-    # tuner.interrupts. It lands while a trial's child is awaited, and the outputs are written.
+    # tuner.system.interrupts. It lands while a trial's child is awaited, and the outputs are written.
     with deferred():
         run = Run(opts, log, workload, device, threads, space, choices, out_dir, storage, settings, clock)
         return run.as_worker() if opts.worker_index is not None else run.execute()
@@ -108,11 +108,11 @@ def search_space(opts: TuneOptions, workload, device: str) -> tuple[SearchSpace,
     else:
         space = load_space(opts.space)
     # The auto space already fits, so restrict drops nothing from it; it keeps one rule for both: the
-    # input schedule's Dynamo settings (tuner/shapes.py), the precisions of --allow-precision-change.
+    # input schedule's Dynamo settings (tuner/core/shapes.py), the precisions of --allow-precision-change.
     space.restrict(device=device, task=opts.task, has_blocks=found.cls is not None, blocks_note=found.reason,
                    varying_dims=varying, shapes=distinct_shapes(calls),
                    allow_precision_change=opts.allow_precision_change)
-    if choices:  # what restrict added: the input schedule's Dynamo settings (tuner/shapes.py)
+    if choices:  # what restrict added: the input schedule's Dynamo settings (tuner/core/shapes.py)
         choices += [Choice(dim, space.dynamo[dim.removeprefix("dynamo.")], why) for dim, why in space.reasons.items()]
     if choices and space.precision != [None]:
         choices.append(Choice("precision", space.precision, "--allow-precision-change: changes numerics"))

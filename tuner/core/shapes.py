@@ -15,7 +15,7 @@ input dimensions that vary over the schedule (tuner/runtime/marks.py applies the
   kept the dimension in torch 2.13), so the trial's check of every distinct input, size 1
   included, fails such a config as ``wrong_results`` and the search moves on.
 
-And two ``torch._dynamo.config`` settings, added by :meth:`tuner.space.SearchSpace.restrict` when the
+And two ``torch._dynamo.config`` settings, added by :meth:`tuner.space.search_space.SearchSpace.restrict` when the
 schedule calls for them (:func:`schedule_settings`); each matters only with some ``dynamic`` choices
 (:func:`matters`), and with the others it stays at Dynamo's default, so no config is measured twice:
 
@@ -65,7 +65,7 @@ def split_marks(marks: Mapping[str, Mapping[int, Any]], *, unbacked: bool) -> di
 
 
 def choice_of(cfg) -> Any:
-    """The ``dynamic`` choice a :class:`~tuner.config.CompileConfig` (or its ``to_dict()``) stands for."""
+    """The ``dynamic`` choice a :class:`~tuner.core.config.CompileConfig` (or its ``to_dict()``) stands for."""
     get = cfg.get if isinstance(cfg, Mapping) else lambda name: getattr(cfg, name)
     if get("mark_unbacked"):
         return MARKED_UNBACKED

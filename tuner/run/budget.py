@@ -21,10 +21,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from .confirm import CONFIRM_TIMING_SHARE, EAGER_ALONE, MIN_ROUNDS
-from .durations import PHASES, format_duration
+from ..confirm import CONFIRM_TIMING_SHARE, EAGER_ALONE, MIN_ROUNDS
+from ..core.durations import PHASES, format_duration
+from ..core.spec import Role
 from .options import TuneOptions
-from .spec import Role
 
 #: Seconds kept back for writing best_config.yaml, trials.csv and the reports at the end.
 OUTPUT_RESERVE_S = 5.0

@@ -45,7 +45,7 @@ class TrialSpec:
     rounds: int = 5
     measure_seconds: float = 6.0
     heap: str = "pinned"
-    """``pinned``: glibc malloc's thresholds pinned on CPU (tuner/heap.py); ``default``: as the C
+    """``pinned``: glibc malloc's thresholds pinned on CPU (tuner/system/heap.py); ``default``: as the C
     library starts."""
     timing: str = "beside"
     """``beside``: eager and the config timed side by side in the process (the search);
@@ -66,7 +66,7 @@ class TrialSpec:
     check_part: int = 0
     check_parts: int = 1
     """``check`` mode: run the ``check_part``-th of ``check_parts`` shares of the check's traces
-    (the parts run side by side, each in its own process: :func:`tuner.shapes.merge_check_parts`)."""
+    (the parts run side by side, each in its own process: :func:`tuner.core.shapes.merge_check_parts`)."""
     check_threads: int | None = None
     """``threads`` mode: how many threads call the model at once (tuner/measure/threads.py)."""
     memory_limit_mb: float | None = None

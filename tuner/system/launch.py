@@ -17,7 +17,7 @@ from pathlib import Path
 
 PARENT_ENV = "COMPILE_TUNE_PARENT_PID"
 _PR_SET_PDEATHSIG = 1
-_PACKAGE_INIT = str(Path(__file__).resolve().parent / "__init__.py")
+_PACKAGE_INIT = str(Path(__file__).resolve().parent.parent / "__init__.py")
 
 _BOOT = """\
 import importlib.util, os, runpy, sys

@@ -18,7 +18,7 @@ A space file lists, per dimension, the values to try::
 A scalar means "always this value". Choices that cannot work on the device or task
 (CUDA graphs on a CPU, ``freezing`` for training) are dropped before the search, not tried; the
 Dynamo settings an input schedule calls for (``recompile_limit``, ``automatic_dynamic_shapes``) are
-added (:meth:`SearchSpace.restrict`, tuner/shapes.py).
+added (:meth:`SearchSpace.restrict`, tuner/core/shapes.py).
 """
 from __future__ import annotations
 
@@ -26,21 +26,21 @@ import itertools
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from .config import BLOCKS, WHOLE, CompileConfig
-from .config_defaults import inductor_defaults
+from ..core.config import BLOCKS, WHOLE, CompileConfig
+from ..core.errors import SpaceError
+from ..core.precision import FLAG as PRECISION_FLAG
+from ..core.precision import PRECISIONS
+from ..core.precision import offered as offered_precisions
+from ..core.shapes import MARKED, MARKED_UNBACKED, reaches_one, schedule_settings, split_marks
+from ..core.shapes import choice_of as dynamic_choice_of
+from ..core.shapes import matters as shape_setting_matters
+from ..system.config_defaults import inductor_defaults
 from .dynamo_settings import combinations as dynamo_combinations
 from .dynamo_settings import drop_defaults as dynamo_drop_defaults
 from .dynamo_settings import from_param as dynamo_from_param
 from .dynamo_settings import known_settings as dynamo_known_settings
 from .dynamo_settings import neighbours as dynamo_neighbours
 from .dynamo_settings import param as dynamo_param
-from .errors import SpaceError
-from .precision import FLAG as PRECISION_FLAG
-from .precision import PRECISIONS
-from .precision import offered as offered_precisions
-from .shapes import MARKED, MARKED_UNBACKED, reaches_one, schedule_settings, split_marks
-from .shapes import choice_of as dynamic_choice_of
-from .shapes import matters as shape_setting_matters
 from .space_file import read_space
 
 #: Choices that need CUDA; on a CPU they either do nothing (reduce-overhead) or duplicate
@@ -83,7 +83,7 @@ class SearchSpace:
     :meth:`restrict`; tuner/runtime/marks.py)."""
     shape_settings: list[str] = field(default_factory=list)
     """The ``dynamo`` settings :meth:`restrict` added for the input schedule. Each matters only with
-    some ``dynamic`` choices (tuner/shapes.py ``matters``); with the others it stays at Dynamo's
+    some ``dynamic`` choices (tuner/core/shapes.py ``matters``); with the others it stays at Dynamo's
     default, so configs that would differ only there are one config."""
     reasons: dict[str, str] = field(default_factory=dict)
     """Why :meth:`restrict` added a dimension (``dynamo.recompile_limit`` -> why), for ``compile-tune space``."""
@@ -217,7 +217,7 @@ class SearchSpace:
         """Drop choices that cannot work here; record each drop in ``skipped``. ``varying_dims``:
         the input dimensions that vary over the schedule (what ``dynamic: marked`` marks);
         ``shapes``: how many distinct input shapes it has. Both decide the ``dynamo`` settings the
-        schedule calls for, which are added with a reason in ``reasons`` (tuner/shapes.py).
+        schedule calls for, which are added with a reason in ``reasons`` (tuner/core/shapes.py).
         ``allow_precision_change`` (``--allow-precision-change``): search ``precision``, the YAML's
         choices or else every one the device supports; without it every precision is dropped.
         ``blocks_note``: why the model has no block (``targets.find_blocks``), for the drop of ``blocks``."""
@@ -280,7 +280,7 @@ class SearchSpace:
 
     def _restrict_precision(self, device: str, allowed: bool) -> None:
         """Precisions change numerics: none without the flag (each listed one noted as skipped),
-        with it the listed ones (or all) that the device supports (tuner/precision.py)."""
+        with it the listed ones (or all) that the device supports (tuner/core/precision.py)."""
         if not allowed:
             for p in self.precision:
                 if p is not None:
@@ -312,5 +312,5 @@ def _drop_defaults(options: dict[str, Any]) -> dict[str, Any]:
 
 
 def load_space(name_or_path: str) -> SearchSpace:
-    """A bundled space by name (``quick``) or a YAML file, validated (tuner/space_file.py)."""
+    """A bundled space by name (``quick``) or a YAML file, validated (tuner/space/space_file.py)."""
     return SearchSpace(**read_space(name_or_path))

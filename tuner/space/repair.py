@@ -18,9 +18,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from .config import CompileConfig, describe_dynamo
+from ..core.config import CompileConfig, describe_dynamo
+from ..core.spec import Role
 from .dynamo_settings import known_settings
-from .spec import Role
 
 LOGGER_METHODS = ("debug", "info", "warning", "warn", "error", "critical", "exception", "log")
 
