@@ -115,6 +115,21 @@ def test_readme_fresh_machine_section_has_the_commands_ci_runs():
     assert ".venv/bin/compile-tune examples/tiny_transformer.py" in fresh
 
 
+
+def fresh_machine_commands(path: Path) -> list[str]:
+    """The code blocks of a page's "Fresh machine: two commands" section, in order."""
+    return re.findall(r"```\n(.*?)\n```", section(path, "Fresh machine: two commands"), re.S)
+
+
+def test_the_docs_quick_start_gives_the_readmes_two_commands():
+    """.ci/run runs the README's first command as written and its test command is the README's
+    second, so the getting-started page, which gives the same two, is run by CI as well."""
+    readme = fresh_machine_commands(README)
+    assert len(readme) == 2
+    assert fresh_machine_commands(DOCS / "getting-started.md") == readme
+    assert "README.md" in (ROOT / ".ci/run").read_text() and "Fresh machine: two commands" in (
+        ROOT / ".ci/run").read_text()
+
 def anchors(page: Path) -> set[str]:
     """The anchors of a page's headings, as MkDocs (Python-Markdown's toc) makes them."""
     found = set()

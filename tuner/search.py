@@ -7,11 +7,9 @@ worker died (no heartbeat, see ``tuner.system.storage``) is failed and queued ag
 """
 from __future__ import annotations
 
-import dataclasses
 import logging
 import math
 import random
-import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -20,9 +18,7 @@ from typing import Any
 from .core.config import BLOCKS, EAGER, PLAIN_COMPILE, CompileConfig
 from .core.errors import StudyError
 from .core.score import Scoring
-from .core.spec import TrialSpec
 from .dead_ends import blocks_dead_end, regional_note
-from .isolated import run_isolated
 from .space.search_space import SearchSpace
 from .study import (
     ROLE_EAGER,
@@ -37,14 +33,12 @@ from .study import (
     measured_trials,
     requeue,
     trial_attrs,
-    trial_timeout,
 )
-from .system.caches import KEEP as KEEP_CACHES
 from .system.caches import KeptCaches
 from .system.interrupts import check as stop_if_interrupted
 from .system.interrupts import interruptible
-from .system.lanes import from_env as lane_fields
 from .system.storage import OWNER_ATTR, owner, worker_label
+from .trial_runner import TrialRunner
 
 #: Consecutive duplicate suggestions before we hand the sampler an unmeasured config.
 MAX_DUPLICATE_STREAK = 3
@@ -66,7 +60,7 @@ class Tuner:
         self.on_trial = on_trial or (lambda attrs: None)
         self.log = log or logging.getLogger(__name__).info
         self._rng = random.Random(settings.seed + worker)
-        self.caches = KeptCaches(work_dir)
+        self.runner = TrialRunner(self.study, settings, work_dir, self._leaders)
         self.poll_s = min(2.0, float(settings.heartbeat_s))
         #: Measure plain torch.compile's warm compile too (one short process from its cache): under
         #: a --budget it sizes what confirmation, whose trials compile warm, will cost.
@@ -79,63 +73,18 @@ class Tuner:
     def measure(self, config: CompileConfig, label: str = "trial", compile_budget_s: float | None = None,
                 warm: bool | None = None, reuse_cache: bool = False, timing_share: float = 1.0,
                 timing: str = "beside") -> dict:
-        """One isolated trial of ``config``. With ``warm``, an inductor config also gets its warm
-        (cache kept) compile time measured in a second process; by default only where the score
-        counts it (``--compile-cost warm``): that process costs about a compile's time.
-        An inductor trial that compiled cold leaves its cache in :attr:`caches`; with
-        ``reuse_cache`` (confirmation) the trial compiles from that cache when there is one, and
-        says so (``compiled_from_cache``): its compile time is then the warm one, measured in the
-        trial itself (tuner/system/caches.py). ``timing_share`` scales the timing (``--measure-seconds``
-        and its rounds; confirmation times several shorter trials); ``timing`` is ``beside`` (eager
-        and the config side by side) or ``alone`` (tuner/measure/timing.py). ``label`` names its trace."""
-        s = self.settings
-        if warm is None:
-            warm = s.compile_cost == "warm"
-        spec = TrialSpec(
-            workload=str(Path(s.workload).resolve()), config=config.to_dict(), task=s.task, device=s.device,
-            threads=s.threads, seed=s.seed, measure_seconds=s.measure_seconds * timing_share,
-            rounds=max(2, math.ceil(s.rounds * timing_share)) if timing_share < 1 else s.rounds,
-            memory_limit_mb=s.memory_limit_mb, heap=s.heap, timing=timing, **lane_fields(),
-        )
-        env = {}
-        if s.trace_dir and config.compiles:
-            # TORCH_TRACE: the structured compile trace that PyTorch's tlparse renders.
-            env["TORCH_TRACE"] = str((Path(s.trace_dir) / label).resolve())
-        inductor = config.compiles and config.backend == "inductor"
-        cached = self.caches.get(config.key()) if reuse_cache and inductor else None
-        warm = warm and inductor and cached is None
-        result = run_isolated(spec, timeout=trial_timeout(self.study, s), work_dir=self.work_dir, env_extra=env,
-                              cache_dir=cached, keep_cache=inductor and cached is None,
-                              compile_budget_s=compile_budget_s)
-        if env:
-            result["trace_dir"] = env["TORCH_TRACE"]
-        if cached is not None:
-            result["compiled_from_cache"] = True
-        if result.get("cache_dir"):
-            cache = Path(result.pop("cache_dir"))
-            if result.get("status") == "ok":
-                if warm:
-                    result.update(self._warm_compile(spec, cache, result))
-                self._keep_cache(config, cache, result)
-            shutil.rmtree(cache, ignore_errors=True)
-        return result
+        """One isolated trial of ``config`` (:meth:`TrialRunner.measure`, tuner/trial_runner.py)."""
+        return self.runner.measure(config, label, compile_budget_s, warm, reuse_cache, timing_share, timing)
 
-    def _keep_cache(self, config: CompileConfig, cache: Path, result: dict) -> None:
-        """Keep the cache of a config that may become a finalist; drop those that fell behind."""
-        self.caches.keep(config.key(), cache)
+    @property
+    def caches(self) -> KeptCaches:
+        """The inductor caches the trials kept, for confirmation and the warm start."""
+        return self.runner.caches
+
+    def _leaders(self) -> list[str]:
+        """Config keys of the measured trials, best total time first."""
         best = sorted((t for t in self.measured_by_key().values() if t.value is not None), key=lambda t: t.value)
-        keys = [PLAIN_COMPILE.key(), config.key(), *(t.user_attrs["config_key"] for t in best[:KEEP_CACHES])]
-        self.caches.prune(keys)
-
-    def _warm_compile(self, spec: TrialSpec, cache: Path, result: dict) -> dict:
-        """The same config compiled again in a fresh process that finds the trial's cache: what
-        a restart costs a user who keeps the cache."""
-        warm = run_isolated(dataclasses.replace(spec, mode="startup"), timeout=trial_timeout(self.study, self.settings),
-                            work_dir=self.work_dir, cache_dir=cache)
-        if warm.get("status") != "ok":
-            return {}
-        return {"compile_time_warm_s": max(0.0, float(warm["first_step_s"]) - float(result.get("step_s") or 0.0)),
-                "warm_compile_wall_s": warm.get("trial_wall_s")}
+        return [t.user_attrs["config_key"] for t in best]
 
     def _compile_budget(self) -> float | None:
         """How long the next trial's compile may run before it is pruned (it cannot win).

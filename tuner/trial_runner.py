@@ -1,0 +1,98 @@
+"""One isolated trial of a config, started from the study's settings, and the inductor caches
+its trials leave behind.
+
+The search measures its configs through a :class:`TrialRunner`, and so does confirmation
+(re-measuring a finalist from the cache its search trial kept). What it adds to
+``isolated.run_isolated``: the trial's spec built from the study's settings, its timeout scaled
+to the model, the compile trace directory, a second process that measures the warm compile, and
+the caches kept for the configs that may still become finalists (tuner/system/caches.py).
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+from .core.config import PLAIN_COMPILE, CompileConfig
+from .core.spec import TrialSpec
+from .isolated import run_isolated
+from .study import StudySettings, trial_timeout
+from .system.caches import KEEP as KEEP_CACHES
+from .system.caches import KeptCaches
+from .system.lanes import from_env as lane_fields
+
+
+class TrialRunner:
+    """Runs trials for one study. ``leaders()`` names the config keys of the best trials so far,
+    best first: their caches are kept, the others' dropped."""
+
+    def __init__(self, study, settings: StudySettings, work_dir: Path, leaders: Callable[[], list[str]]) -> None:
+        self.study, self.settings, self.work_dir = study, settings, work_dir
+        self.leaders = leaders
+        self.caches = KeptCaches(work_dir)
+
+    def measure(self, config: CompileConfig, label: str = "trial", compile_budget_s: float | None = None,
+                warm: bool | None = None, reuse_cache: bool = False, timing_share: float = 1.0,
+                timing: str = "beside") -> dict:
+        """One isolated trial of ``config``. With ``warm``, an inductor config also gets its warm
+        (cache kept) compile time measured in a second process; by default only where the score
+        counts it (``--compile-cost warm``): that process costs about a compile's time.
+        An inductor trial that compiled cold leaves its cache in :attr:`caches`; with
+        ``reuse_cache`` (confirmation) the trial compiles from that cache when there is one, and
+        says so (``compiled_from_cache``): its compile time is then the warm one, measured in the
+        trial itself. ``timing_share`` scales the timing (``--measure-seconds`` and its rounds;
+        confirmation times several shorter trials); ``timing`` is ``beside`` (eager and the config
+        side by side) or ``alone`` (tuner/measure/timing.py). ``label`` names its trace."""
+        s = self.settings
+        if warm is None:
+            warm = s.compile_cost == "warm"
+        spec = self.spec(config, timing_share, timing)
+        env = {}
+        if s.trace_dir and config.compiles:
+            # TORCH_TRACE: the structured compile trace that PyTorch's tlparse renders.
+            env["TORCH_TRACE"] = str((Path(s.trace_dir) / label).resolve())
+        inductor = config.compiles and config.backend == "inductor"
+        cached = self.caches.get(config.key()) if reuse_cache and inductor else None
+        warm = warm and inductor and cached is None
+        result = run_isolated(spec, timeout=trial_timeout(self.study, s), work_dir=self.work_dir, env_extra=env,
+                              cache_dir=cached, keep_cache=inductor and cached is None,
+                              compile_budget_s=compile_budget_s)
+        if env:
+            result["trace_dir"] = env["TORCH_TRACE"]
+        if cached is not None:
+            result["compiled_from_cache"] = True
+        if result.get("cache_dir"):
+            cache = Path(result.pop("cache_dir"))
+            if result.get("status") == "ok":
+                if warm:
+                    result.update(self._warm_compile(spec, cache, result))
+                self._keep_cache(config, cache)
+            shutil.rmtree(cache, ignore_errors=True)
+        return result
+
+    def spec(self, config: CompileConfig, timing_share: float = 1.0, timing: str = "beside") -> TrialSpec:
+        """What the trial process is asked to do: the study's settings, this config, this timing."""
+        s = self.settings
+        rounds = max(2, math.ceil(s.rounds * timing_share)) if timing_share < 1 else s.rounds
+        return TrialSpec(
+            workload=str(Path(s.workload).resolve()), config=config.to_dict(), task=s.task, device=s.device,
+            threads=s.threads, seed=s.seed, measure_seconds=s.measure_seconds * timing_share, rounds=rounds,
+            memory_limit_mb=s.memory_limit_mb, heap=s.heap, timing=timing, **lane_fields(),
+        )
+
+    def _keep_cache(self, config: CompileConfig, cache: Path) -> None:
+        """Keep the cache of a config that may become a finalist; drop those that fell behind."""
+        self.caches.keep(config.key(), cache)
+        self.caches.prune([PLAIN_COMPILE.key(), config.key(), *self.leaders()[:KEEP_CACHES]])
+
+    def _warm_compile(self, spec: TrialSpec, cache: Path, result: dict) -> dict:
+        """The same config compiled again in a fresh process that finds the trial's cache: what
+        a restart costs a user who keeps the cache."""
+        warm = run_isolated(dataclasses.replace(spec, mode="startup"), timeout=trial_timeout(self.study, self.settings),
+                            work_dir=self.work_dir, cache_dir=cache)
+        if warm.get("status") != "ok":
+            return {}
+        return {"compile_time_warm_s": max(0.0, float(warm["first_step_s"]) - float(result.get("step_s") or 0.0)),
+                "warm_compile_wall_s": warm.get("trial_wall_s")}
