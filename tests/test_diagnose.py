@@ -8,9 +8,9 @@ from tuner.isolated import run_isolated
 
 
 def trial(workloads, tmp_path, name, timeout=120, **kwargs):
-    limit = kwargs.pop("memory_limit_mb", None)
+    limit = kwargs.pop("trial_memory_limit_mb", None)
     spec = TrialSpec(workload=str(workloads / name), config=kwargs, measure_seconds=0.3, rounds=2, warmup=2,
-                     memory_limit_mb=limit)
+                     trial_memory_limit_mb=limit)
     return run_isolated(spec, timeout=timeout, work_dir=tmp_path)
 
 
@@ -54,7 +54,7 @@ def test_miscompiled_results_are_wrong_results_and_never_ok(workloads, tmp_path)
 
 
 def test_allocation_over_the_trial_memory_limit_is_out_of_memory(workloads, tmp_path):
-    result = trial(workloads, tmp_path, "bad_backends.py", backend="hog_backend", memory_limit_mb=3000)
+    result = trial(workloads, tmp_path, "bad_backends.py", backend="hog_backend", trial_memory_limit_mb=3000)
     assert category(result) == "out_of_memory"
 
 

@@ -218,3 +218,25 @@ def test_mkdocs_site_builds_in_strict_mode(tmp_path):
     done = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
                           cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
+
+
+#: flags about the terminal, not the run: TuneOptions has no field for them
+CLI_ONLY = {"help", "resume", "no_progress", "verbose", "version"}
+
+
+def test_every_flag_whose_field_has_another_name_is_named_in_the_options_page():
+    """`tuner.TuneOptions(...)` takes every flag by its field name; where that is not the flag's
+    own name, docs/options.md says which it is."""
+    import dataclasses
+
+    from tuner.run.options import TuneOptions
+
+    fields = {f.name for f in dataclasses.fields(TuneOptions)}
+    page = (DOCS / "options.md").read_text()
+    for action in cli._tune_parser()._actions:
+        flags = [o for o in action.option_strings if o.startswith("--")]
+        if not flags or action.dest in CLI_ONLY:
+            continue
+        assert action.dest in fields, f"{flags[0]} sets {action.dest!r}, which TuneOptions does not have"
+        if action.dest != flags[0][2:].replace("-", "_"):
+            assert f"`{flags[0]}` is `{action.dest}" in page, f"docs/options.md does not say `{flags[0]}` is `{action.dest}`"

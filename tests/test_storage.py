@@ -91,27 +91,27 @@ def test_a_trial_of_a_dead_local_process_is_failed_and_queued_again(tmp_path):
 
 def test_journal_storage_detects_a_silent_worker_on_another_machine(tmp_path):
     url = f"journal:///{tmp_path}/shared/study.log"
-    store = open_store(url, "s", seed=0, heartbeat=1)
+    store = open_store(url, "s", seed=0, heartbeat_s=1)
     far = dict(owner(), host="other-machine", pid=1)
     silent = running_trial(store, far, **{BEAT_ATTR: time.time() - 60})
     beating = running_trial(store, far, **{BEAT_ATTR: time.time()})
     # A second process reading the same file (a plain Optuna client) sees the same verdict.
     backend = open_storage(url)
     again = TrialStore(optuna.load_study(study_name="s", storage=backend), backend)
-    assert [(t.number, "no heartbeat" in why) for t, why in dead_trials(again.study, backend, heartbeat=1)] == [
+    assert [(t.number, "no heartbeat" in why) for t, why in dead_trials(again.study, backend, heartbeat_s=1)] == [
         (silent, True)]
-    assert fail_stale_trials(again, heartbeat=1) == 1
+    assert fail_stale_trials(again, heartbeat_s=1) == 1
     assert store.get(beating).state == TrialState.RUNNING
     assert os.path.exists(tmp_path / "shared" / "study.log")
 
 
 def test_postgres_heartbeats_are_optunas_and_a_silent_trial_goes_stale(postgres_url):
     name = f"hb-{os.getpid()}-{time.time_ns()}"
-    store = open_store(postgres_url, name, seed=0, heartbeat=1)
+    store = open_store(postgres_url, name, seed=0, heartbeat_s=1)
     far = dict(owner(), host="other-machine", pid=1)
     number = running_trial(store, far)
     with store.heartbeat(number, interval=1):
         time.sleep(2.5)
-        assert dead_trials(store.study, store.storage, heartbeat=1) == [], "beating"
+        assert dead_trials(store.study, store.storage, heartbeat_s=1) == [], "beating"
     time.sleep(7.5)
-    assert [t.number for t, _ in dead_trials(store.study, store.storage, heartbeat=1)] == [number]
+    assert [t.number for t, _ in dead_trials(store.study, store.storage, heartbeat_s=1)] == [number]

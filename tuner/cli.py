@@ -108,7 +108,7 @@ def _run_arguments(g) -> None:
     _add(g, "--study", "study name", dest="study_name", shown="model file name")
     _add(g, "--workers", "worker processes on this machine, one device each, all on one study", type=int)
     _add(g, "--heartbeat", "seconds between heartbeats of a running trial; one silent for 6 of them is failed and "
-         "measured again by another worker", type=int)
+         "measured again by another worker", dest="heartbeat_s", type=int)
     _add(g, "--seed", "sampler seed", type=int)
     _add(g, "--budget", "bound the whole run, confirmation and warm start included, e.g. 20m, 90s, 1h30m; when it "
          "runs out the best verdict so far is written, its confidence stated", metavar="DURATION")

@@ -79,7 +79,7 @@ class TrialRunner:
         return TrialSpec(
             workload=str(Path(s.workload).resolve()), config=config.to_dict(), task=s.task, device=s.device,
             threads=s.threads, seed=s.seed, measure_seconds=s.measure_seconds * timing_share, rounds=rounds,
-            memory_limit_mb=s.memory_limit_mb, heap=s.heap, timing=timing, **lane_fields(),
+            trial_memory_limit_mb=s.trial_memory_limit_mb, heap=s.heap, timing=timing, **lane_fields(),
         )
 
     def _keep_cache(self, config: CompileConfig, cache: Path) -> None:

@@ -69,7 +69,7 @@ class TrialSpec:
     (the parts run side by side, each in its own process: :func:`tuner.core.shapes.merge_check_parts`)."""
     check_threads: int | None = None
     """``threads`` mode: how many threads call the model at once (tuner/measure/threads.py)."""
-    memory_limit_mb: float | None = None
+    trial_memory_limit_mb: float | None = None
     """A hard cap on the process's data memory: allocations beyond it fail instead of
     dragging the whole machine into the out-of-memory killer."""
     timing_slot: str | None = None

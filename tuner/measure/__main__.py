@@ -36,7 +36,7 @@ def main(argv: list[str]) -> int:
 
         rec.data["child_import_s"] = time.perf_counter() - start
         torch.set_num_threads(spec.threads)
-        limit_memory(spec.memory_limit_mb)
+        limit_memory(spec.trial_memory_limit_mb)
         heap = pin_heap() if spec.heap == PINNED and not spec.device.startswith("cuda") else None
         rec.update(environment={**environment(spec.device), "heap": heap or DEFAULT})
         if spec.mode == "check":

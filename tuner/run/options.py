@@ -61,7 +61,7 @@ class TuneOptions:
     workers: int = 1
     parallel: str | int = "auto"
     """Trials in flight on this machine: they compile side by side and time in turn (tuner/system/lanes.py)."""
-    heartbeat: int = HEARTBEAT_S
+    heartbeat_s: int = HEARTBEAT_S
     worker_index: int | None = None
     """Set in the processes ``--workers`` starts: they measure, the main process writes outputs."""
     budget: float | str | None = None
@@ -95,8 +95,8 @@ class TuneOptions:
         self.parallel = parse_parallel(self.parallel)
         if self.workers < 1:
             raise TunerError(f"--workers must be >= 1, got {self.workers}")
-        if self.heartbeat < 1:
-            raise TunerError(f"--heartbeat must be >= 1 second, got {self.heartbeat}")
+        if self.heartbeat_s < 1:
+            raise TunerError(f"--heartbeat must be >= 1 second, got {self.heartbeat_s}")
         if self.heap not in (HEAP_PINNED, HEAP_DEFAULT):
             raise TunerError(f"--heap must be {HEAP_PINNED} or {HEAP_DEFAULT}, got {self.heap!r}",
                              "use --heap pinned (the default) or --heap default")
@@ -126,8 +126,8 @@ def study_settings(opts: TuneOptions, workload: str, device: str, threads: int, 
     return StudySettings(
         workload=workload, task=opts.task, device=device, threads=threads, steps=opts.steps,
         trials=opts.trials, seed=opts.seed, trial_timeout=opts.trial_timeout, max_memory_mb=opts.max_memory_mb,
-        measure_seconds=opts.measure_seconds, rounds=opts.rounds, space_name=opts.space,
-        trace_dir=str(out_dir / "traces") if opts.trace else None, memory_limit_mb=opts.trial_memory_limit_mb,
+        measure_seconds=opts.measure_seconds, rounds=opts.rounds, space=opts.space,
+        trace_dir=str(out_dir / "traces") if opts.trace else None, trial_memory_limit_mb=opts.trial_memory_limit_mb,
         compile_cost=opts.compile_cost, allow_precision_change=opts.allow_precision_change,
-        heartbeat_s=opts.heartbeat, torch=torch_version, heap=opts.heap,
+        heartbeat_s=opts.heartbeat_s, torch=torch_version, heap=opts.heap,
     )

@@ -99,10 +99,10 @@ class Run:
         """The study (resumed where it was left), the announcement, the model check, the tuner."""
         worker = self.opts.worker_index or 0
         store = open_store(self.storage, self.opts.study_name or self.workload.name, self.opts.seed + worker,
-                           heartbeat=self.opts.heartbeat)
+                           heartbeat_s=self.opts.heartbeat_s)
         self.study = store.study
         check_settings(self.study, self.settings)
-        stale = fail_stale_trials(store, self.opts.heartbeat)
+        stale = fail_stale_trials(store, self.opts.heartbeat_s)
         if self.main:
             self._announce()
         sys.stdout.flush()

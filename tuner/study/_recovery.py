@@ -9,7 +9,7 @@ from ._store import TrialStore
 MAX_RETRIES = 2
 
 
-def fail_stale_trials(store: TrialStore, heartbeat: int = HEARTBEAT_S, local_processes: bool = True) -> int:
+def fail_stale_trials(store: TrialStore, heartbeat_s: int = HEARTBEAT_S, local_processes: bool = True) -> int:
     """Fail the running trials whose worker died, and queue their configs again; returns how many.
 
     Safe while other workers run: a trial is failed only when its heartbeat stopped, or (with
@@ -20,7 +20,7 @@ def fail_stale_trials(store: TrialStore, heartbeat: int = HEARTBEAT_S, local_pro
     the retry.
     """
     failed = 0
-    for trial, reason in dead_trials(store.study, store.storage, heartbeat, local_processes):
+    for trial, reason in dead_trials(store.study, store.storage, heartbeat_s, local_processes):
         if mark_interrupted(store, trial.number, reason):
             failed += 1
             requeue(store.study, trial)

@@ -37,10 +37,11 @@ class StudySettings:
     max_memory_mb: float | None = None
     measure_seconds: float = 6.0
     rounds: int = 5
-    space_name: str = ""
+    space: str = ""
+    """The space's name or path as given (``--space``)."""
     heartbeat_s: int = HEARTBEAT_S
     trace_dir: str | None = None
-    memory_limit_mb: float | None = None
+    trial_memory_limit_mb: float | None = None
     heap: str = "pinned"
     """glibc malloc's thresholds in every trial process on CPU (tuner/system/heap.py); fixed: it moves step times."""
     compile_cost: str = "cold"
@@ -67,19 +68,19 @@ class StudyRun:
     notes: list[str] = field(default_factory=list)
 
 
-def open_study(storage: str, name: str, seed: int, create: bool = True, heartbeat: int = HEARTBEAT_S):
+def open_study(storage: str, name: str, seed: int, create: bool = True, heartbeat_s: int = HEARTBEAT_S):
     """The study ``name`` in the storage at URL ``storage`` (see ``tuner.system.storage`` for the forms)."""
-    return open_store(storage, name, seed, create, heartbeat).study
+    return open_store(storage, name, seed, create, heartbeat_s).study
 
 
-def open_store(storage: str, name: str, seed: int, create: bool = True, heartbeat: int = HEARTBEAT_S) -> TrialStore:
+def open_store(storage: str, name: str, seed: int, create: bool = True, heartbeat_s: int = HEARTBEAT_S) -> TrialStore:
     """:func:`open_study` with the storage object it was opened on, for workers that write to
     trials they did not ask for (claims, dead workers' trials): see ``TrialStore``."""
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     sampler = make_sampler(seed)
-    backend = open_storage(storage, heartbeat)
+    backend = open_storage(storage, heartbeat_s)
     if not create:
         study = optuna.load_study(study_name=name, storage=backend, sampler=sampler)
     else:
@@ -117,7 +118,7 @@ def check_settings(study, settings: StudySettings) -> None:
     current = {k: getattr(settings, k) for k in FIXED_SETTINGS}
     if stored is None:
         study.set_user_attr("settings", {**current, "max_memory_mb": settings.max_memory_mb,
-                                         "space": settings.space_name, "seed": settings.seed})
+                                         "space": settings.space, "seed": settings.seed})
         return
     _check_torch(study, stored, settings.torch)
     before = stored.get("measurement", SETTING_DEFAULTS["measurement"])

@@ -87,7 +87,7 @@ def journal_path(url: str) -> Path:
     return Path(os.path.expanduser(path))
 
 
-def open_storage(url: str, heartbeat: int = HEARTBEAT_S):
+def open_storage(url: str, heartbeat_s: int = HEARTBEAT_S):
     """The Optuna storage behind ``url``, with heartbeats on; errors are one redacted line.
 
     >>> storage = open_storage("journal:///tmp/compile-tune-doctest.log")  # doctest: +SKIP
@@ -108,8 +108,8 @@ def open_storage(url: str, heartbeat: int = HEARTBEAT_S):
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
                 return optuna.storages.RDBStorage(
-                    db_url, engine_kwargs=engine_kwargs, heartbeat_interval=heartbeat,
-                    grace_period=GRACE_BEATS * heartbeat)
+                    db_url, engine_kwargs=engine_kwargs, heartbeat_interval=heartbeat_s,
+                    grace_period=GRACE_BEATS * heartbeat_s)
         except (sqlalchemy.exc.IntegrityError, sqlalchemy.exc.ProgrammingError) as exc:
             # Two workers creating the tables of an empty database at once: the loser retries.
             if attempt == 2:
@@ -280,7 +280,7 @@ def stale_trial_numbers(storage, study_name: str) -> set[int]:
     return {storage.get_trial_number_from_id(i) for i in storage._get_stale_trial_ids(study_id)}
 
 
-def dead_trials(study, storage, heartbeat: int = HEARTBEAT_S, local_processes: bool = False) -> list[tuple]:
+def dead_trials(study, storage, heartbeat_s: int = HEARTBEAT_S, local_processes: bool = False) -> list[tuple]:
     """Running trials whose worker is dead, with the reason: ``[(FrozenTrial, str), ...]``.
 
     ``storage`` is the object ``study`` was opened on (``open_storage``). A trial is dead when it
@@ -290,7 +290,7 @@ def dead_trials(study, storage, heartbeat: int = HEARTBEAT_S, local_processes: b
     """
     from optuna.trial import TrialState
 
-    grace = GRACE_BEATS * heartbeat
+    grace = GRACE_BEATS * heartbeat_s
     stale = stale_trial_numbers(storage, study.study_name)
     me, now = owner(), time.time()
     dead = []
