@@ -49,12 +49,14 @@ class Tuner:
 
     Several Tuners (processes, machines) may share the study; ``worker`` numbers the local ones
     so their samplers start apart. ``store`` is the study with its storage (``open_store``);
-    lines for the user go to ``log`` (default: this module's logger).
+    lines for the user go to ``log`` (default: this module's logger). ``warm_plain``: measure plain
+    torch.compile's warm compile too (one short process from its cache): under a ``--budget`` it
+    sizes what confirmation, whose trials compile warm, will cost.
     """
 
     def __init__(self, store: TrialStore, space: SearchSpace, settings: StudySettings, work_dir: Path,
                  on_trial: Callable[[dict], None] | None = None, worker: int = 0,
-                 log: Callable[[str], None] | None = None) -> None:
+                 log: Callable[[str], None] | None = None, warm_plain: bool = False) -> None:
         self.store, self.study = store, store.study
         self.space, self.settings, self.work_dir = space, settings, work_dir
         self.on_trial = on_trial or (lambda attrs: None)
@@ -62,9 +64,7 @@ class Tuner:
         self._rng = random.Random(settings.seed + worker)
         self.runner = TrialRunner(self.study, settings, work_dir, self._leaders)
         self.poll_s = min(2.0, float(settings.heartbeat_s))
-        #: Measure plain torch.compile's warm compile too (one short process from its cache): under
-        #: a --budget it sizes what confirmation, whose trials compile warm, will cost.
-        self.warm_plain = False
+        self.warm_plain = warm_plain
         #: Why ``blocks`` configs are no longer searched (tuner/dead_ends.py), once they are not.
         self._not_searched: str | None = None
 

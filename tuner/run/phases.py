@@ -118,8 +118,7 @@ class Run:
         self.progress = Progress(opts.trials, enabled=opts.progress, log=self.log,
                                  timing=lambda done: clock.progress_text(clock.plan().left_s(opts.trials - done)))
         self.tuner = Tuner(store, self.space, self.settings, self.out_dir / "work", on_trial=self.progress.update,
-                           worker=worker, log=self.log)
-        self.tuner.warm_plain = clock.bounded
+                           worker=worker, log=self.log, warm_plain=clock.bounded)
         self.run = StudyRun(study=self.study, scoring=None)  # type: ignore[arg-type]
 
     def _announce(self) -> None:
