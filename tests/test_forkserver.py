@@ -8,7 +8,6 @@ from conftest import WORKLOADS
 
 from tuner import forkserver
 from tuner.core.spec import TrialSpec
-from tuner.isolated import default_threads as launcher_threads
 from tuner.isolated import preload_workload, prestart_launcher, run_isolated
 from tuner.measure import launcher as forkserver_module
 
@@ -95,7 +94,7 @@ def fresh_launcher(work_dir: Path) -> None:
 
 
 def test_the_launcher_reports_the_thread_count_a_fresh_process_of_the_user_gets(tmp_path, monkeypatch):
-    from tuner.study import default_threads as asked_of_a_fresh_interpreter
+    from tuner.system.thread_count import fresh_process_threads as asked_of_a_fresh_interpreter
 
     for omp in ("1", None):
         if omp is None:
@@ -103,9 +102,9 @@ def test_the_launcher_reports_the_thread_count_a_fresh_process_of_the_user_gets(
         else:
             monkeypatch.setenv("OMP_NUM_THREADS", omp)
         fresh_launcher(tmp_path / "work")
-        assert launcher_threads() == asked_of_a_fresh_interpreter()
+        assert forkserver.launcher_threads(os.environ) == asked_of_a_fresh_interpreter()
     monkeypatch.setenv("OMP_NUM_THREADS", "3")
-    assert launcher_threads() is None, "a launcher started with other thread variables does not answer"
+    assert forkserver.launcher_threads(os.environ) is None, "a launcher started with other thread variables does not answer"
 
 
 #: Says whether the launcher imported its package (``wave``, which nothing else here imports) before the fork.

@@ -294,7 +294,7 @@ def torch_version() -> str:
 
 
 def test_default_threads_is_what_a_fresh_process_of_the_user_gets(monkeypatch):
-    from tuner.study import default_threads
+    from tuner.system.thread_count import fresh_process_threads as default_threads
 
     def fresh() -> int:
         return int(subprocess.run([sys.executable, "-c", "import torch; print(torch.get_num_threads())"],

@@ -173,7 +173,7 @@ def prestart(server_env: dict[str, str], work_dir: Path, check: int = 0) -> None
                 pass  # start() tries again, and falls back to fresh interpreters
 
 
-def default_threads(env) -> int | None:
+def launcher_threads(env) -> int | None:
     """torch's default thread count in a fresh process with ``env``'s thread variables, as the
     running launcher found it; None without a launcher started with the same variables."""
     with _lock:

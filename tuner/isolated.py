@@ -23,12 +23,13 @@ from typing import Any
 from .core.shapes import merge_check_parts
 from .core.spec import TrialSpec
 from .diagnose import failure
-from .forkserver import default_threads as launcher_threads
+from .forkserver import launcher_threads
 from .forkserver import preload as preload_forked
 from .forkserver import prestart as prestart_forked
 from .forkserver import start as start_forked
 from .system.interrupts import interruptible
 from .system.launch import python_command
+from .system.thread_count import fresh_process_threads
 
 
 def run_isolated(spec: TrialSpec, **options) -> dict:
@@ -137,10 +138,10 @@ def prestart_launcher(work_dir: Path, check: bool = False) -> None:
     prestart_forked(_child_env(None, None, None), work_dir, check_parts() if check else 0)
 
 
-def default_threads() -> int | None:
-    """torch's default thread count in a fresh process of the user's, as the launcher found it once
-    it imported torch; None where no launcher runs (the caller then asks a fresh interpreter)."""
-    return launcher_threads(os.environ)
+def default_threads() -> int:
+    """torch's default thread count in a fresh process of the user's: as the launcher found it once
+    it imported torch, else asked of a fresh interpreter (seconds: it imports torch)."""
+    return launcher_threads(os.environ) or fresh_process_threads()
 
 
 def preload_workload(workload: str, device: str) -> None:

@@ -13,12 +13,10 @@ from pathlib import Path
 
 from ..core.errors import TunerError
 from ..core.targets import find_blocks
-from ..isolated import default_threads as launcher_threads
-from ..isolated import preload_workload, prestart_launcher
+from ..isolated import default_threads, preload_workload, prestart_launcher
 from ..runtime.marks import distinct_shapes, varying_dims
 from ..space.autospace import AUTO, Choice, ModelFacts, build_auto_space
 from ..space.search_space import SearchSpace, load_space
-from ..study import default_threads
 from ..system.interrupts import deferred
 from ..workload import load_workload, validate_workload
 from .budget import RunClock
@@ -79,7 +77,7 @@ def tune(opts: TuneOptions, log: Callable[[str], None] | None = None) -> TuneRes
             shutil.rmtree(out_dir, ignore_errors=True)
         raise
     preload_workload(str(workload.path), device)
-    threads = opts.threads or launcher_threads() or default_threads()
+    threads = opts.threads or default_threads()
     # --workers processes measure at the same thread count, and stop at the same deadline
     opts = dataclasses.replace(opts, threads=threads, budget_deadline=clock.deadline)
     space, choices = search_space(opts, workload, device)

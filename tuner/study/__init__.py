@@ -21,7 +21,6 @@ from ._settings import (
     StudyRun,
     StudySettings,
     check_settings,
-    default_threads,
     has_repeated_blocks,
     make_sampler,
     open_store,
@@ -34,6 +33,6 @@ from ._store import TrialStore
 __all__ = [
     "MEASUREMENT_ATTRS", "ROLE_EAGER", "ROLE_PLAIN", "ROLE_SEARCH", "is_void", "measured_trials", "trial_attrs",
     "FINALISTS", "hardware_mismatch", "MAX_RETRIES", "fail_stale_trials", "mark_interrupted", "requeue",
-    "FIXED_SETTINGS", "StudyRun", "StudySettings", "check_settings", "default_threads", "has_repeated_blocks",
+    "FIXED_SETTINGS", "StudyRun", "StudySettings", "check_settings", "has_repeated_blocks",
     "make_sampler", "open_store", "open_study", "scoring_from_study", "trial_timeout", "TrialStore",
 ]

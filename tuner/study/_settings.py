@@ -1,10 +1,6 @@
 """Opening a study, and the settings that must stay fixed for its scores to mean one thing."""
 from __future__ import annotations
 
-import functools
-import os
-import subprocess
-import sys
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -164,34 +160,6 @@ def scoring_from_study(study) -> Scoring | None:
         return None
     return Scoring(steps=int(settings["steps"]), eager_step_s=float(eager_step),
                    max_memory_mb=settings.get("max_memory_mb"), compile_cost=settings.get("compile_cost", "cold"))
-
-
-def default_threads() -> int:
-    """The torch thread count of the user's own run: what ``torch.get_num_threads()`` reports in a
-    fresh Python process started with this environment (so ``OMP_NUM_THREADS``, if the user set
-    it, and the CPU affinity count). It is asked of a fresh interpreter, not computed, because
-    torch's rule (OpenMP's default, physical vs logical cores) differs between builds; and not
-    read in this process, which may have changed its own count. A verdict holds at the thread
-    count it was measured at, so trials run at the one the user's run will have."""
-    return _fresh_process_threads(sys.executable, os.environ.get("OMP_NUM_THREADS"), os.environ.get("MKL_NUM_THREADS"))
-
-
-@functools.cache
-def _fresh_process_threads(python: str, omp: str | None, mkl: str | None) -> int:
-    """(Cached per interpreter and thread variables: the answer costs an import of torch.)"""
-    try:
-        out = subprocess.run([python, "-c", "import torch; print(torch.get_num_threads())"], capture_output=True,
-                             text=True, timeout=120, env=dict(os.environ), check=True).stdout
-        return max(1, int(out.strip().splitlines()[-1]))
-    except (OSError, ValueError, IndexError, subprocess.SubprocessError):
-        # No answer from a fresh process: OpenMP's own rule (OMP_NUM_THREADS, else usable CPUs).
-        env = (omp or "").split(",")[0].strip()
-        if env.isdigit() and int(env) > 0:
-            return int(env)
-        try:
-            return max(1, len(os.sched_getaffinity(0)))
-        except AttributeError:
-            return os.cpu_count() or 1
 
 
 #: Without ``--trial-timeout``, a trial may take this many times plain torch.compile's trial: a
