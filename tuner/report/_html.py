@@ -6,7 +6,7 @@ from html import escape
 from .._version import __version__
 from ._data import ReportData, budget_text, environment_rows, time_rows
 from ._plots import Figure, figures
-from ._repair import html as repair_section
+from ._repair_section import html as repair_section
 from ._rows import (
     DIMENSION_HEADERS,
     DYNAMIC_HEADERS,
@@ -17,7 +17,7 @@ from ._rows import (
     failure_rows,
     trial_rows,
 )
-from ._verdict import verdict
+from ._verdict_text import verdict
 
 CSS = """
 body{font:15px/1.5 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:#111827;margin:0;background:#f9fafb}

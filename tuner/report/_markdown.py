@@ -4,8 +4,8 @@ from __future__ import annotations
 import tuner.report._rows as rows_of  # the same tables as report.html, in Markdown
 
 from ._data import ReportData, budget_text, environment_rows, time_rows
-from ._repair import markdown as repair_section
-from ._verdict import verdict
+from ._repair_section import markdown as repair_section
+from ._verdict_text import verdict
 
 
 def cell(value) -> str:
