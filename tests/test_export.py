@@ -1,6 +1,6 @@
 """`compile-tune export`: each tool's block loaded by that tool's own code where it is installed
 (accelerate's TorchDynamoPlugin and `accelerate launch`, HF TrainingArguments and Trainer, inductor's
-environment variables), checked against the documented schema where it is not (torchtitan, vLLM);
+environment variables), torchtitan and vLLM in tests/test_export_titan_vllm.py;
 what is not carried is named; best_config.yaml holds the blocks under `exports:`; the CLI; the
 accelerate example."""
 from __future__ import annotations
