@@ -178,6 +178,7 @@ def _tune(argv: list[str]) -> int:
     if not args.verbose:
         warnings.filterwarnings("ignore", module="optuna")
     result = tune(opts, log=print)
+    assert result.tuned is not None  # only a --workers process (tuner/_worker.py) decides nothing
     print()
     print(result.summary)
     print()

@@ -107,7 +107,8 @@ class TuneOptions:
 @dataclass
 class TuneResult:
     out_dir: Path
-    tuned: TunedConfig
+    tuned: TunedConfig | None
+    """The verdict written to best_config.yaml; None for a ``--workers`` process, which decides nothing."""
     run: StudyRun
     summary: str
     timing: str = ""

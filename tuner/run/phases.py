@@ -91,9 +91,7 @@ class Run:
         self.measure()
         if self.failure is not None:
             raise self.failure
-        # unused-ignore: while tuner/run/options.py is missing, TuneResult is Any and nothing is ignored
-        return TuneResult(out_dir=self.out_dir, tuned=None,  # type: ignore[arg-type, unused-ignore]
-                          run=self.run, summary="")
+        return TuneResult(out_dir=self.out_dir, tuned=None, run=self.run, summary="")
 
     def open(self) -> None:
         """The study (resumed where it was left), the announcement, the model check, the tuner."""
