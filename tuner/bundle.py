@@ -34,7 +34,7 @@ def bundle_and_measure(settings, config_path: Path, work_dir: Path, kept_cache: 
     shutil.rmtree(bundle, ignore_errors=True)
     bundle.mkdir(parents=True)
     base = dict(workload=str(Path(settings.workload).resolve()), task=settings.task, device=settings.device,
-                threads=settings.threads, mode="startup")
+                threads=settings.threads, heap=settings.heap, mode="startup")
     searched = _searched_cold_start(tuned.measured)
     cold: dict[str, Any]
     if kept_cache is not None and kept_cache.is_dir() and searched is not None:

@@ -66,6 +66,6 @@ def package_command(argv: list[str]) -> int:
     if not (Path(args.dir) / "best_config.yaml").exists():
         raise TunerError(f"{args.dir}: no best_config.yaml in this folder",
                          "give the output folder of a compile-tune run (--out)")
-    package_results(args.dir, timeout=args.timeout, best_compiled=args.best_compiled)
-    print(Path(args.dir) / "model.pt2")
+    record = package_results(args.dir, timeout=args.timeout, best_compiled=args.best_compiled)
+    print(Path(args.dir) / record["path"])
     return 0

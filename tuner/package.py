@@ -23,9 +23,8 @@ from .export.best_config import load_tuned_config
 from .isolated import run_isolated
 from .outputs import rebuild_outputs
 from .report import open_saved_study
+from .runtime.packaged import PACKAGE_NAME
 
-#: The file beside best_config.yaml.
-PACKAGE_NAME = "model.pt2"
 #: A package step may trail the JIT config's by this much (or the run's noise floor, if larger)
 #: and still be recommended: two processes of the same config differ about this much here.
 STEP_TOLERANCE = 0.05
@@ -54,8 +53,10 @@ def package_results(results: str | Path, timeout: float = 1800.0, log: Callable[
                          "tune the serving workload with --task infer, then package that run")
     out = results / PACKAGE_NAME
     out.unlink(missing_ok=True)
+    # the run's thread count and heap, so the package's steps compare with the JIT config's
     base = dict(workload=str(Path(settings["workload"]).resolve()), task="infer", device=settings.get("device", "cpu"),
-                threads=settings.get("threads") or 1, config=config.to_dict(), package_path=str(out.resolve()))
+                threads=settings.get("threads") or 1, heap=settings.get("heap", "pinned"), config=config.to_dict(),
+                package_path=str(out.resolve()))
     work = results / "work"
     log(f"exporting {Path(base['workload']).name} with torch.export and compiling it with AOTInductor "
         f"({config.describe()}) ...")
@@ -72,9 +73,10 @@ def package_results(results: str | Path, timeout: float = 1800.0, log: Callable[
                          f"{(checked.get('failure') or {}).get('raw', 'no result')[:300]}",
                          "serve with tuner.apply_config(model, best_config.yaml) (JIT)")
     record = _record(tuned.measured, config, built, checked)
-    if config is not tuned.config:
-        record["note"] = (f"the run's verdict is stay eager; this packages its best compiled config "
-                          f"({config.describe()}) on request (--best-compiled)")
+    if config is not tuned.config:  # beside _record's note on the target, if any
+        record["note"] = "; ".join(filter(None, [
+            f"the run's verdict is stay eager; this packages its best compiled config ({config.describe()}) "
+            "on request (--best-compiled)", record.get("note")]))
     study.set_user_attr("package", {"config_key": config.key(), "config_label": config.describe(), **record})
     rebuild_outputs(results)
     log(package_line(record))

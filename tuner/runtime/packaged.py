@@ -10,6 +10,7 @@ from ..core.errors import ConfigError
 from ..export.best_config import load_tuned_config
 from .apply import _pin_heap_as_measured, _warn_on_thread_mismatch
 
+#: The package's file name, beside best_config.yaml (tuner/package.py writes it).
 PACKAGE_NAME = "model.pt2"
 
 
