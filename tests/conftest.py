@@ -36,6 +36,15 @@ def cli():
     return run_cli
 
 
+def tune_one_inductor_trial(workload: Path, out: Path, *extra: str) -> subprocess.CompletedProcess:
+    """``compile-tune WORKLOAD`` over a space of plain inductor alone, one trial, scored over a million
+    steps (a compile that wins clearly is chosen); no model check, warm start or progress bar."""
+    space = out.with_name(out.name + "-space.yaml")
+    space.write_text("backend: [inductor]\n")
+    return run_cli(str(workload), "--space", str(space), "--trials", "1", "--out", str(out), "--measure-seconds",
+                   "0.5", "--steps", "1000000", "--no-check", "--no-warm-start", "--no-progress", *extra)
+
+
 #: Set by .ci/run, which starts a throwaway PostgreSQL server on loopback for the test session.
 POSTGRES_ENV = "COMPILE_TUNE_TEST_POSTGRES_URL"
 #: Many steps, so that no search trial's compile exceeds the best total (which prunes it); no

@@ -1,5 +1,6 @@
 """Finalists are re-measured side by side; a lead inside the noise is not a lead."""
 import yaml
+from conftest import tune_one_inductor_trial
 
 from tuner.confirm import Confirmed, decide
 from tuner.core.config import EAGER, PLAIN_COMPILE, CompileConfig
@@ -44,13 +45,9 @@ def test_a_finalist_that_failed_in_confirmation_is_never_chosen():
     assert d["choice"] == PLAIN_COMPILE.to_dict()
 
 
-def test_confirmed_figures_and_spread_land_in_best_config(tmp_path, cli, workloads):
-    space = tmp_path / "space.yaml"
-    space.write_text("backend: [inductor]\n")
+def test_confirmed_figures_and_spread_land_in_best_config(tmp_path, workloads):
     out = tmp_path / "fusable"
-    proc = cli(str(workloads / "fusable.py"), "--space", str(space), "--trials", "1", "--out", str(out),
-               "--measure-seconds", "0.5", "--steps", "1000000", "--confirm", "1", "--confirm-rounds", "2",
-               "--no-progress", "--no-check", "--no-warm-start")
+    proc = tune_one_inductor_trial(workloads / "fusable.py", out, "--confirm", "1", "--confirm-rounds", "2")
     assert proc.returncode == 0, proc.stderr
     best = yaml.safe_load((out / "best_config.yaml").read_text())
     m = best["measured"]

@@ -5,6 +5,7 @@ import json
 import pytest
 import torch
 import yaml
+from conftest import tune_one_inductor_trial
 
 from tuner.core.spec import TrialSpec
 from tuner.isolated import run_isolated
@@ -16,12 +17,8 @@ def test_a_packaged_winner_loads_matches_eager_and_starts_far_faster_than_a_cold
     import tuner
     from tuner.workload import load_workload
 
-    space = tmp_path / "space.yaml"
-    space.write_text("backend: [inductor]\n")
     out = tmp_path / "run"
-    proc = cli(str(workloads / "fusable_schedule.py"), "--space", str(space), "--trials", "1", "--out", str(out),
-               "--measure-seconds", "0.5", "--steps", "1000000", "--confirm", "0", "--no-check", "--no-warm-start",
-               "--no-progress")
+    proc = tune_one_inductor_trial(workloads / "fusable_schedule.py", out, "--confirm", "0")
     assert proc.returncode == 0, proc.stderr
     assert yaml.safe_load((out / "best_config.yaml").read_text())["verdict"] == "compile"
     proc = cli("package", str(out))
