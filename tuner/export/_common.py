@@ -81,9 +81,3 @@ def _mode_options(mode: str | None) -> dict[str, Any]:
     import torch._inductor  # only for a mode: its option set is torch's own
 
     return dict(torch._inductor.list_mode_options(mode))
-
-
-def _inductor_defaults() -> dict[str, Any]:
-    from ..system.config_defaults import inductor_defaults
-
-    return inductor_defaults()

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._common import _common_losses, _inductor_defaults, _lost, _mode_options, _refused, _View
+from ..system.config_defaults import inductor_defaults
+from ._common import _common_losses, _lost, _mode_options, _refused, _View
 
 #: Inductor options vLLM's ``CompilationConfig.__post_init__`` sets when they are not given
 #: (vllm/config/compilation.py at commit ee525ce4, late 2026): pinned to torch's defaults, as measured.
@@ -39,7 +40,7 @@ def _vllm(c: _View) -> dict[str, Any]:
     lost += _common_losses(c, "vLLM")
     settings: dict[str, Any] = {"mode": 1, "backend": c.backend}
     if c.backend == "inductor":
-        defaults = _inductor_defaults()
+        defaults = inductor_defaults()
         pinned = {k: defaults[k] for k in VLLM_INJECTED_OPTIONS if k not in options and k in defaults}
         options.update(pinned)
     if options:
