@@ -46,9 +46,9 @@ class Confirmed:
     """Round -> this config's step time, timed alone in its process (eager: the mean of the
     round's processes of eager alone)."""
     floor_s: float = 0.0
+    """The least noise any total has: the eager-versus-eager spread between processes, at this total."""
     floor: float = 0.0
     """The noise floor as a fraction (two eager-alone processes of a round differ by this much)."""
-    """The least noise any total has: the eager-versus-eager spread between processes, at this total."""
 
     @property
     def ok(self) -> bool:

@@ -45,10 +45,10 @@ class StudySettings:
     """Whether the search may change numerics (``--allow-precision-change``): fixed, so that a resumed
     run without the flag never picks a lower-precision config measured with it."""
     torch: str = ""
-    measurement: int = MEASUREMENT
-    """What a trial's figures mean (tuner/core/spec.py); fixed, like the torch version."""
     """The torch version that measures (the tuner's own, which every trial process runs): another
     torch compiles and runs steps differently, so its times cannot share a study."""
+    measurement: int = MEASUREMENT
+    """What a trial's figures mean (tuner/core/spec.py); fixed, like the torch version."""
 
 
 @dataclass
