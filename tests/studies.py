@@ -91,7 +91,7 @@ class Builder:
         trial.datetime_start, trial.datetime_complete = start, start + datetime.timedelta(seconds=30)
         self.study.add_trial(trial)
 
-    def eager(self) -> "Builder":
+    def eager(self) -> Builder:
         eager = CompileConfig(target="none")
         self.add(ok_attrs(eager, "eager", 1.0, 0.0, 160.0, step_time_s=EAGER_STEP, total_time_s=STEPS * EAGER_STEP))
         return self

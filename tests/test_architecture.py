@@ -19,7 +19,7 @@ LAYER_OF = {
     "measure": 4,
     "isolated": 5, "forkserver": 5,
     "study": 6,
-    "search": 7, "trial_runner": 7, "confirm": 7, "verdict": 7, "dead_ends": 7,
+    "decide": 7,
     "report": 8,
     "run": 9, "package": 9, "outputs": 9, "workers": 9, "thread_check": 9, "bundle": 9, "progress": 9,
     "cli": 10, "cli_ship": 10, "_worker": 10, "__init__": 10, "__main__": 10,

@@ -134,7 +134,7 @@ def test_a_run_without_space_searches_auto_and_resumes_it(cli, workloads, tmp_pa
     # accepted by the stored study, and the new trials are its configs.
     from test_tune import ok
 
-    from tuner.search import Tuner
+    from tuner.decide.search import Tuner
 
     monkeypatch.setattr(Tuner, "measure", lambda self, config, *a, **k: ok(config))
     space, _ = auto_space_of(workloads, "fusable.py")

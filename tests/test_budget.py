@@ -10,7 +10,6 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
-from tuner.confirm import CONFIRM_TIMING_SHARE
 from tuner.core.config import PLAIN_COMPILE
 from tuner.core.durations import (
     BUDGET_ATTR,
@@ -22,10 +21,11 @@ from tuner.core.durations import (
     time_line,
 )
 from tuner.core.errors import TunerError
+from tuner.decide.confirm import CONFIRM_TIMING_SHARE
+from tuner.decide.search import Tuner
 from tuner.run import budget
 from tuner.run.budget import OUTPUT_RESERVE_S, Plan, RunClock
 from tuner.run.pipeline import TuneOptions, tune
-from tuner.search import Tuner
 from tuner.study import open_study
 
 
@@ -107,7 +107,7 @@ def test_a_confirmation_round_runs_only_when_it_fits_beside_the_warm_start():
 
 
 def test_the_reserve_holds_as_many_rounds_as_the_race_runs_at_least():
-    from tuner.confirm import MIN_ROUNDS
+    from tuner.decide.confirm import MIN_ROUNDS
 
     assert budget.CONFIRM_RESERVE_ROUNDS == MIN_ROUNDS
 

@@ -2,9 +2,9 @@
 import yaml
 from conftest import tune_one_inductor_trial
 
-from tuner.confirm import Confirmed, decide
 from tuner.core.config import EAGER, PLAIN_COMPILE, CompileConfig
 from tuner.core.score import Scoring
+from tuner.decide.confirm import Confirmed, decide
 
 SCORING = Scoring(steps=1000, eager_step_s=0.01)
 TUNED = CompileConfig(target="blocks", options={"freezing": True})
@@ -81,8 +81,8 @@ def test_pareto_front_and_its_knee():
 def test_pareto_objective_picks_the_knee_from_a_real_study(tmp_path):
     from studies import mixed_study
 
+    from tuner.decide.verdict import pick_best
     from tuner.study import scoring_from_study
-    from tuner.verdict import pick_best
 
     study = mixed_study(tmp_path / "study.db")
     study.set_user_attr("objective", "pareto")
@@ -101,7 +101,7 @@ def test_eager_failing_every_round_is_a_failed_confirmation_not_a_crash():
 
 
 def test_every_round_of_every_candidate_failing_means_stay_eager():
-    from tuner.confirm import confirm
+    from tuner.decide.confirm import confirm
 
     d = confirm([TUNED], SCORING, lambda cfg, label, first=False: {"status": "failed", "failure": {"category": "timeout"}},
                 rounds=2, log=lambda line: None)
@@ -131,7 +131,7 @@ OTHER = CompileConfig(target="whole", backend="aot_eager")
 
 
 def test_a_settled_race_stops_after_two_rounds_and_drops_a_clear_loser():
-    from tuner.confirm import confirm
+    from tuner.decide.confirm import confirm
 
     table = {PLAIN_COMPILE.describe(): [1.30, 1.31, 1.30, 1.31, 1.30],
              TUNED.describe(): [2.0, 2.01, 2.0, 2.01, 2.0], OTHER.describe(): [1.05, 1.06, 1.05, 1.06, 1.05]}
@@ -143,7 +143,7 @@ def test_a_settled_race_stops_after_two_rounds_and_drops_a_clear_loser():
 
 
 def test_a_close_call_runs_every_round():
-    from tuner.confirm import confirm
+    from tuner.decide.confirm import confirm
 
     table = {PLAIN_COMPILE.describe(): [1.30, 1.36, 1.27, 1.33, 1.30],
              TUNED.describe(): [1.33, 1.29, 1.35, 1.30, 1.34]}
@@ -154,7 +154,7 @@ def test_a_close_call_runs_every_round():
 
 
 def test_a_loser_that_trails_clearly_is_not_measured_again():
-    from tuner.confirm import confirm
+    from tuner.decide.confirm import confirm
 
     # TUNED and plain compile are close (so the race goes on); OTHER trails both by far.
     table = {PLAIN_COMPILE.describe(): [1.30, 1.36, 1.27, 1.33],
@@ -169,7 +169,7 @@ def test_under_a_budget_each_round_is_sized_by_the_trials_of_the_round_before():
     """The search's trials only estimate a confirmation trial (a warm compile, a share of the
     steps); from the second round on, the budget is asked with the trials the round before ran,
     whose time it measured (tuner/run/budget.py)."""
-    from tuner.confirm import confirm
+    from tuner.decide.confirm import confirm
 
     table = {PLAIN_COMPILE.describe(): [1.30, 1.36, 1.27], TUNED.describe(): [1.33, 1.29, 1.35]}
     asked = []
@@ -182,7 +182,7 @@ def test_under_a_budget_each_round_is_sized_by_the_trials_of_the_round_before():
 def test_each_config_is_timed_alone_and_divided_into_its_rounds_eager_alone():
     """Eager drifts by 20 % between rounds; each config's speedup is its round's eager pair over
     its own step, so the drift cancels; eager's figure is the median of its processes."""
-    from tuner.confirm import confirm
+    from tuner.decide.confirm import confirm
 
     table = {PLAIN_COMPILE.describe(): [1.25] * 3, TUNED.describe(): [1.5] * 3}
     alone = [0.010, 0.010, 0.012, 0.012, 0.011, 0.011]
@@ -197,7 +197,7 @@ def test_each_config_is_timed_alone_and_divided_into_its_rounds_eager_alone():
 def test_the_eager_pair_sets_a_noise_floor_that_makes_a_near_tie_a_tie():
     """Three rounds agree to 0.1 %, but two fresh eager processes differ by 8 %: a 5 % lead over
     plain compile is inside the noise, so plain compile is recommended."""
-    from tuner.confirm import confirm
+    from tuner.decide.confirm import confirm
 
     table = {PLAIN_COMPILE.describe(): [1.300, 1.301, 1.300], TUNED.describe(): [1.365, 1.366, 1.365]}
     alone = [0.0104, 0.0096] * 3  # each round's pair: 8 % apart, mean 10 ms

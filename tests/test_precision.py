@@ -270,9 +270,9 @@ def test_best_config_yaml_says_it_changes_numerics_and_loads_back(tmp_path):
 
 
 def test_reports_terminal_summary_and_verdict_flag_a_precision_config(tmp_path):
+    from tuner.decide.verdict import pick_best
     from tuner.report import render_reports, summary_table, trials_frame, verdict_text
     from tuner.study import scoring_from_study
-    from tuner.verdict import pick_best
 
     b = studies.Builder(tmp_path / "study.db").eager()
     b.add(studies.ok_attrs(CompileConfig(), "plain", 1.10, 10.0, 200.0))

@@ -6,7 +6,6 @@ import importlib.util
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import yaml
 from conftest import ROOT, run_cli

@@ -4,7 +4,7 @@ under test here, not the measuring): a config's speedup is a number this test ch
 from pathlib import Path
 
 from tuner.core.config import CompileConfig
-from tuner.search import Tuner
+from tuner.decide.search import Tuner
 from tuner.space.search_space import load_space
 from tuner.study import StudyRun, StudySettings, open_store
 

@@ -308,8 +308,8 @@ def test_default_threads_is_what_a_fresh_process_of_the_user_gets(monkeypatch):
 
 @pytest.mark.parametrize("cost", ["cold", "warm"])
 def test_warm_compile_cost_prunes_no_compile_that_could_win_warm(tmp_path, workloads, monkeypatch, cost):
+    from tuner.decide.search import Tuner
     from tuner.run.pipeline import TuneOptions, tune
-    from tuner.search import Tuner
 
     budgets = []
 

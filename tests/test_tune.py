@@ -12,8 +12,8 @@ import yaml
 from conftest import ROOT
 
 from tuner.core.config import CompileConfig
+from tuner.decide.search import Tuner
 from tuner.run.pipeline import TuneOptions, tune
-from tuner.search import Tuner
 
 ENV = {"torch": "2.13.0+cpu", "device": "cpu", "threads": 1}
 
@@ -146,7 +146,7 @@ def test_a_library_call_prints_nothing_and_logs_its_progress(tmp_path, workloads
 def test_tuner_tune_can_be_called_twice(tmp_path, workloads):
     """Loading a submodule named tune.py would bind the name tuner.tune to that module."""
     script = f"""
-import tuner, tuner.search
+import tuner, tuner.decide.search
 
 def measure(self, config, label="trial", compile_budget_s=None, warm=True, reuse_cache=False, timing_share=1.0,
             timing="beside"):
@@ -154,7 +154,7 @@ def measure(self, config, label="trial", compile_budget_s=None, warm=True, reuse
               "eager_peak_memory_mb": 10.0, "environment": {ENV!r}}}
     return dict(result, speedup=1.0, compile_time_s=1.0) if config.compiles else result
 
-tuner.search.Tuner.measure = measure
+tuner.decide.search.Tuner.measure = measure
 for run in ("first", "second"):
     tuner.tune({str(workloads / "mlp.py")!r}, space="quick", trials=1, threads=1, out={str(tmp_path)!r} + "/" + run,
                check=False, warm_start=False, progress=False, confirm=0)

@@ -4,8 +4,8 @@ import math
 import studies
 
 from tuner.core.config import CompileConfig
+from tuner.decide.verdict import pick_best
 from tuner.study import scoring_from_study
-from tuner.verdict import pick_best
 
 TUNED = CompileConfig("blocks", "inductor", "default")
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 from .core.config import TunedConfig
 from .core.errors import TunerError
+from .decide.verdict import pick_best
 from .export.best_config import save_tuned_config
 from .study import ROLE_EAGER, measured_trials, scoring_from_study
-from .verdict import pick_best
 
 
 def eager_done(study) -> bool:

@@ -84,8 +84,8 @@ def package_results(results: str | Path, timeout: float = 1800.0, log: Callable[
 
 
 def _best_compiled(study) -> CompileConfig | None:
+    from .decide.verdict import ranked
     from .study import scoring_from_study
-    from .verdict import ranked
 
     scoring = scoring_from_study(study)
     best = ranked(study, scoring)[2] if scoring is not None else []

@@ -6,7 +6,7 @@ the mix's weighted step times measured in one process.
 
 **Alone** (``"alone"``, confirmation): only the config's own side is timed, as a user's process
 runs it; confirmation divides eager's figure from processes of eager alone by it
-(tuner/confirm.py). Timing eager beside a compiled model, in one process, does not always give
+(tuner/decide/confirm.py). Timing eager beside a compiled model, in one process, does not always give
 what either runs alone: on GPT-2 training here the in-process ratio read 1.09-1.18x while
 processes running one thing each read 1.01x (docs/zoo.md).
 

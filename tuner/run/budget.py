@@ -21,9 +21,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..confirm import CONFIRM_TIMING_SHARE, EAGER_ALONE, MIN_ROUNDS
 from ..core.durations import PHASES, format_duration
 from ..core.spec import Role
+from ..decide.confirm import CONFIRM_TIMING_SHARE, EAGER_ALONE, MIN_ROUNDS
 from .options import TuneOptions
 
 #: Seconds kept back for writing best_config.yaml, trials.csv and the reports at the end.

@@ -1,7 +1,7 @@
 """The options of a tuning run, defined once: ``TuneOptions`` (every knob, with its default and
 its check), what a run returns (``TuneResult``), and the study settings derived from them. The
 command line takes its defaults from here (tuner/cli.py), the study its settings
-(:func:`study_settings`), and each trial its spec from those (tuner/search.py).
+(:func:`study_settings`), and each trial its spec from those (tuner/decide/search.py).
 """
 from __future__ import annotations
 

@@ -14,16 +14,17 @@ from pathlib import Path
 from typing import Any
 
 from ..bundle import bundle_and_measure
-from ..confirm import confirm_finalists
 from ..core.config import TunedConfig
 from ..core.durations import BUDGET_ATTR, BUDGET_RAN_OUT, PHASE_ATTR, budget_line, time_line
 from ..core.errors import TunerError
+from ..decide.confirm import confirm_finalists
+from ..decide.search import Tuner
+from ..decide.verdict import SKIPPED_ATTR, pick_best
 from ..forkserver import ready as launcher_ready
 from ..isolated import check_model
 from ..measure.check import format_check
 from ..outputs import eager_done, import_report_modules, write_outputs
 from ..progress import Progress
-from ..search import Tuner
 from ..space.autospace import Choice
 from ..space.repair import add_repairs
 from ..space.search_space import SearchSpace
@@ -39,7 +40,6 @@ from ..study import (
 from ..system.interrupts import check as stop_if_interrupted
 from ..system.storage import redact, scrub
 from ..thread_check import check_threads
-from ..verdict import SKIPPED_ATTR, pick_best
 from ..workers import lane_plan, run_workers
 from .budget import Plan, RunClock
 from .options import TuneOptions, TuneResult

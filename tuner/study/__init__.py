@@ -3,7 +3,7 @@
 Every measurement lives in the Optuna storage as trial user attributes (names in
 ``MEASUREMENT_ATTRS``), so a study can be resumed, inspected with optuna-dashboard, and turned
 into reports without measuring anything again. Several workers may share one study; see
-tuner/search.py for how they keep out of each other's way and ``_recovery`` for dead workers.
+tuner/decide/search.py for how they keep out of each other's way and ``_recovery`` for dead workers.
 Reports read a finished study through this package alone, without importing the runner.
 
 Example:

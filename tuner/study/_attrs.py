@@ -49,7 +49,7 @@ def _finite(value):
 
 def is_void(trial) -> bool:
     """A trial that measured nothing: a lost claim, a repeat, one whose worker died, or a suggestion
-    the search left out (``not_searched``: a dimension that cannot work, tuner/dead_ends.py)."""
+    the search left out (``not_searched``: a dimension that cannot work, tuner/decide/dead_ends.py)."""
     return bool(trial.user_attrs.get("duplicate_of") is not None or trial.user_attrs.get("interrupted")
                 or trial.user_attrs.get("not_searched"))
 

@@ -15,13 +15,13 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-from .core.config import PLAIN_COMPILE, CompileConfig
-from .core.spec import TrialSpec
-from .isolated import run_isolated
-from .study import StudySettings, trial_timeout
-from .system.caches import KEEP as KEEP_CACHES
-from .system.caches import KeptCaches
-from .system.lanes import from_env as lane_fields
+from ..core.config import PLAIN_COMPILE, CompileConfig
+from ..core.spec import TrialSpec
+from ..isolated import run_isolated
+from ..study import StudySettings, trial_timeout
+from ..system.caches import KEEP as KEEP_CACHES
+from ..system.caches import KeptCaches
+from ..system.lanes import from_env as lane_fields
 
 
 class TrialRunner:

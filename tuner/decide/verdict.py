@@ -1,7 +1,7 @@
 """The verdict: which config to recommend, from the study's measurements.
 
 The fastest correct config within the memory bound, when it beats eager on total time; the
-confirmed medians when the finalists were re-measured (tuner/confirm.py); the knee of the
+confirmed medians when the finalists were re-measured (tuner/decide/confirm.py); the knee of the
 time/memory Pareto front under ``--objective pareto``. Warm-start, thread-check and
 regional-compile figures stored in the study are attached to the chosen config.
 """
@@ -11,9 +11,9 @@ import dataclasses
 import datetime
 from typing import Any
 
-from .core.config import EAGER, CompileConfig, TunedConfig
-from .core.score import Scoring, break_even_steps, knee, pareto_front
-from .study import ROLE_EAGER, ROLE_PLAIN, measured_trials
+from ..core.config import EAGER, CompileConfig, TunedConfig
+from ..core.score import Scoring, break_even_steps, knee, pareto_front
+from ..study import ROLE_EAGER, ROLE_PLAIN, measured_trials
 
 
 def ranked(study, scoring: Scoring):
@@ -36,7 +36,7 @@ def finalist_configs(study, scoring: Scoring, k: int) -> list[CompileConfig]:
 
 def pick_best(study, scoring: Scoring, device: str) -> TunedConfig:
     """The fastest correct config within the memory bound; eager unless something beats it.
-    When the finalists were confirmed, the confirmed medians decide (see tuner/confirm.py).
+    When the finalists were confirmed, the confirmed medians decide (see tuner/decide/confirm.py).
     Warm-start and thread-check figures stored for the chosen config are attached."""
     tuned = _pick_best(study, scoring, device)
     key = tuned.config.key()
@@ -177,7 +177,7 @@ def _from_confirmation(decision: dict, scoring: Scoring, tuned_on: dict, study) 
             "reason": decision["reason"],
             "eager_total_time_s": eager["total_time_s"], "eager_step_time_ms": decision["eager_step_s"] * 1e3,
             "eager_total_time_range_s": [eager["total_time_min_s"], eager["total_time_max_s"]]}
-    if decision.get("noise_floor") is not None:  # eager alone in two fresh processes a round (tuner/confirm.py)
+    if decision.get("noise_floor") is not None:  # eager alone in two fresh processes a round (tuner/decide/confirm.py)
         base["noise_floor"] = decision["noise_floor"]
     if decision.get("cut_short"):  # the --budget stopped the race: fewer rounds, a less certain spread
         base["confirm_cut_short"] = decision["cut_short"]

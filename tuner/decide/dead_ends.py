@@ -9,8 +9,8 @@ worker of a shared study agrees.
 """
 from __future__ import annotations
 
-from .core.config import BLOCKS
-from .study import ROLE_SEARCH, measured_trials
+from ..core.config import BLOCKS
+from ..study import ROLE_SEARCH, measured_trials
 
 #: Regional trials below this speedup over eager (the spread between good configs here) have
 #: shown no effect.

@@ -15,12 +15,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .core.config import BLOCKS, EAGER, PLAIN_COMPILE, CompileConfig
-from .core.errors import StudyError
-from .core.score import Scoring
-from .dead_ends import blocks_dead_end, regional_note
-from .space.search_space import SearchSpace
-from .study import (
+from ..core.config import BLOCKS, EAGER, PLAIN_COMPILE, CompileConfig
+from ..core.errors import StudyError
+from ..core.score import Scoring
+from ..space.search_space import SearchSpace
+from ..study import (
     ROLE_EAGER,
     ROLE_PLAIN,
     ROLE_SEARCH,
@@ -34,10 +33,11 @@ from .study import (
     requeue,
     trial_attrs,
 )
-from .system.caches import KeptCaches
-from .system.interrupts import check as stop_if_interrupted
-from .system.interrupts import interruptible
-from .system.storage import OWNER_ATTR, owner, worker_label
+from ..system.caches import KeptCaches
+from ..system.interrupts import check as stop_if_interrupted
+from ..system.interrupts import interruptible
+from ..system.storage import OWNER_ATTR, owner, worker_label
+from .dead_ends import blocks_dead_end, regional_note
 from .trial_runner import TrialRunner
 
 #: Consecutive duplicate suggestions before we hand the sampler an unmeasured config.
@@ -65,7 +65,7 @@ class Tuner:
         self.runner = TrialRunner(self.study, settings, work_dir, self._leaders)
         self.poll_s = min(2.0, float(settings.heartbeat_s))
         self.warm_plain = warm_plain
-        #: Why ``blocks`` configs are no longer searched (tuner/dead_ends.py), once they are not.
+        #: Why ``blocks`` configs are no longer searched (tuner/decide/dead_ends.py), once they are not.
         self._not_searched: str | None = None
 
     # -- measuring
@@ -73,7 +73,7 @@ class Tuner:
     def measure(self, config: CompileConfig, label: str = "trial", compile_budget_s: float | None = None,
                 warm: bool | None = None, reuse_cache: bool = False, timing_share: float = 1.0,
                 timing: str = "beside") -> dict:
-        """One isolated trial of ``config`` (:meth:`TrialRunner.measure`, tuner/trial_runner.py)."""
+        """One isolated trial of ``config`` (:meth:`TrialRunner.measure`, tuner/decide/trial_runner.py)."""
         return self.runner.measure(config, label, compile_budget_s, warm, reuse_cache, timing_share, timing)
 
     @property

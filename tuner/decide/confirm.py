@@ -17,9 +17,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypedDict
 
-from .core.config import EAGER, PLAIN_COMPILE, CompileConfig
-from .core.durations import BUDGET_RAN_OUT
-from .core.score import Scoring, total_time
+from ..core.config import EAGER, PLAIN_COMPILE, CompileConfig
+from ..core.durations import BUDGET_RAN_OUT
+from ..core.score import Scoring, total_time
 from .search import Tuner
 from .verdict import SKIPPED_ATTR, finalist_configs
 from .verdict import ranked as ranked_trials
@@ -101,7 +101,7 @@ class Confirmed:
 
 class Decision(TypedDict, total=False):
     """What confirmation decided, as the study keeps it (user attribute ``confirmation``) and
-    tuner/verdict.py reads it."""
+    tuner/decide/verdict.py reads it."""
 
     verdict: str
     """``compile`` or ``stay_eager``; absent when the rounds could not decide (``failed``)."""
@@ -343,7 +343,7 @@ def from_cache(result: dict, cold_compile_s: float | None) -> dict:
 
 def confirm_finalists(study, scoring: Scoring, tuner: Tuner, k: int, rounds: int, log=print,
                       round_fits: Callable[[int, int | None], bool] | None = None) -> Decision | None:
-    """Re-measure the top ``k`` with eager and plain compile (tuner/confirm.py); stored in the
+    """Re-measure the top ``k`` with eager and plain compile (tuner/decide/confirm.py); stored in the
     study so a re-run with the same finalists does not measure them again. ``round_fits``: see
     :func:`confirm`; when not even the first round fits, confirmation is skipped and says why."""
     eager, _, ranked = ranked_trials(study, scoring)
