@@ -45,7 +45,7 @@ def watched_call(self, *args, **kwargs):
 RootTransaction._deactivate_from_connection = held_deactivate
 setattr(RDBStorage, method, watched_call)
 
-from tuner import search as _tuner  # noqa: E402
+from tuner.decide import search as _tuner  # noqa: E402
 from tuner.cli import main  # noqa: E402
 
 search = _tuner.Tuner.search

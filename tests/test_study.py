@@ -271,7 +271,7 @@ def test_a_study_measured_by_an_older_measurement_is_refused_not_mixed(tmp_path,
     stored = dict(study.user_attrs["settings"])
     del stored["measurement"]  # as compile-tune 0.1 stored it
     study.set_user_attr("settings", stored)
-    with pytest.raises(StudyError, match="older compile-tune \\(measurement version 1, now 3") as err:
+    with pytest.raises(StudyError, match="older compile-tune \\(measurement version 1, now 4") as err:
         check_settings(study, _settings(workloads))
     assert "new --out" in err.value.hint
 
@@ -314,7 +314,7 @@ def test_warm_compile_cost_prunes_no_compile_that_could_win_warm(tmp_path, workl
     budgets = []
 
     def measure(self, config, label="trial", compile_budget_s=None, warm=True, reuse_cache=False, timing_share=1.0,
-            timing="beside"):
+            timing="beside", **kwargs):
         if label.startswith("trial-"):
             budgets.append(compile_budget_s)
         result = {"status": "ok", "eager_step_s": 0.01, "correct": True, "peak_memory_mb": 1.0,

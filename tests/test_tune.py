@@ -34,7 +34,7 @@ def crashed() -> dict:
 def stand_in(confirm_round):
     """A ``Tuner.measure`` that measures nothing; ``confirm_round(config)`` answers confirmation rounds."""
     def measure(self, config, label="trial", compile_budget_s=None, warm=True, reuse_cache=False, timing_share=1.0,
-                timing="beside"):
+                timing="beside", **kwargs):
         if label.startswith("confirm-"):
             return confirm_round(config)
         return ok(config)
@@ -88,7 +88,7 @@ def test_an_interrupted_study_writes_an_unconfirmed_verdict(tmp_path, workloads,
     calls = []
 
     def measure(self, config, label="trial", compile_budget_s=None, warm=True, reuse_cache=False, timing_share=1.0,
-                timing="beside"):
+                timing="beside", **kwargs):
         calls.append(label)
         if label.startswith("trial-"):
             raise KeyboardInterrupt
@@ -105,7 +105,7 @@ def test_an_interrupted_study_writes_an_unconfirmed_verdict(tmp_path, workloads,
 
 def test_an_error_after_the_eager_baseline_still_writes_the_outputs_then_is_raised(tmp_path, workloads, monkeypatch):
     def measure(self, config, label="trial", compile_budget_s=None, warm=True, reuse_cache=False, timing_share=1.0,
-                timing="beside"):
+                timing="beside", **kwargs):
         if label.startswith("trial-"):
             raise RuntimeError("storage went away")
         return ok(config)
@@ -149,7 +149,7 @@ def test_tuner_tune_can_be_called_twice(tmp_path, workloads):
 import tuner, tuner.decide.search
 
 def measure(self, config, label="trial", compile_budget_s=None, warm=True, reuse_cache=False, timing_share=1.0,
-            timing="beside"):
+            timing="beside", **kwargs):
     result = {{"status": "ok", "eager_step_s": 0.01, "step_s": 0.01, "correct": True, "peak_memory_mb": 10.0,
               "eager_peak_memory_mb": 10.0, "environment": {ENV!r}}}
     return dict(result, speedup=1.0, compile_time_s=1.0) if config.compiles else result

@@ -23,7 +23,7 @@ BLOCKS = "blocks"
 
 BACKENDS_WITH_MODES = ("inductor",)
 MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
-Verdict = Literal["compile", "stay_eager"]
+Verdict = Literal["compile", "stay_eager", "undecided"]
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,9 @@ from typing import Any, TypedDict
 #:    correctness from the same random state.
 #: 3: the input schedule timed in arrival order; confirmation times each config alone in its
 #:    process and divides eager alone by it.
-MEASUREMENT = 3
+#: 4: confirmation scores each process's mean step (not the median) through the measurement
+#:    model of tuner/decide/stats.py, with two cold compiles per finalist and eager as started.
+MEASUREMENT = 4
 
 
 class Role(str, Enum):
@@ -51,6 +53,9 @@ class TrialSpec:
     """``beside``: eager and the config timed side by side in the process (the search);
     ``alone``: the config's own steps only, as a user's process runs them (confirmation)."""
     tolerance: float | None = None
+    check_correctness: bool = True
+    """Compare the config with eager after timing. Confirmation turns it off: the search checked
+    each finalist already, and a confirmation process is a sample of step time, nothing else."""
     run_schedule: bool = True
     mode: str = "trial"
     """``trial`` measures a config; ``check`` runs the quick model check (tuner/measure/check.py);

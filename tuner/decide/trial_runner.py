@@ -35,7 +35,7 @@ class TrialRunner:
 
     def measure(self, config: CompileConfig, label: str = "trial", compile_budget_s: float | None = None,
                 warm: bool | None = None, reuse_cache: bool = False, timing_share: float = 1.0,
-                timing: str = "beside") -> dict:
+                timing: str = "beside", check_correctness: bool = True, heap: str | None = None) -> dict:
         """One isolated trial of ``config``. With ``warm``, an inductor config also gets its warm
         (cache kept) compile time measured in a second process; by default only where the score
         counts it (``--compile-cost warm``): that process costs about a compile's time.
@@ -44,11 +44,14 @@ class TrialRunner:
         says so (``compiled_from_cache``): its compile time is then the warm one, measured in the
         trial itself. ``timing_share`` scales the timing (``--measure-seconds`` and its rounds;
         confirmation times several shorter trials); ``timing`` is ``beside`` (eager and the config
-        side by side) or ``alone`` (tuner/measure/timing.py). ``label`` names its trace."""
+        side by side) or ``alone`` (tuner/measure/timing.py). Confirmation turns the correctness
+        check off (``check_correctness``: the search checked the config) and asks for eager as a
+        user's process starts (``heap="default"``, the study's heap otherwise). ``label`` names its trace."""
         s = self.settings
         if warm is None:
             warm = s.compile_cost == "warm"
-        spec = self.spec(config, timing_share, timing)
+        spec = dataclasses.replace(self.spec(config, timing_share, timing), check_correctness=check_correctness,
+                                   heap=heap or self.settings.heap)
         env = {}
         if s.trace_dir and config.compiles:
             # TORCH_TRACE: the structured compile trace that PyTorch's tlparse renders.

@@ -170,42 +170,57 @@ def _pick_pareto(study, scoring: Scoring, eager, candidates, tuned_on: dict) -> 
 
 
 def _from_confirmation(decision: dict, scoring: Scoring, tuned_on: dict, study) -> TunedConfig:
+    """The verdict as confirmation decided it: every figure from its fresh processes
+    (tuner/decide/evidence.py), the intervals at the stated confidence."""
     by_key = {CompileConfig.from_dict(c["config"]).key(): c for c in decision["candidates"]}
-    eager = by_key["none"]
+    eager = by_key.get("none") or {"total_time_s": scoring.eager_total, "peak_memory_mb": None}
     plain = by_key.get(CompileConfig().key())
-    base = {"confirmed": True, "confirm_rounds": decision.get("rounds_done") or decision.get("rounds"),
-            "reason": decision["reason"],
-            "eager_total_time_s": eager["total_time_s"], "eager_step_time_ms": decision["eager_step_s"] * 1e3,
-            "eager_total_time_range_s": [eager["total_time_min_s"], eager["total_time_max_s"]]}
-    if decision.get("noise_floor") is not None:  # eager alone in two fresh processes a round (tuner/decide/confirm.py)
-        base["noise_floor"] = decision["noise_floor"]
-    if decision.get("cut_short"):  # the --budget stopped the race: fewer rounds, a less certain spread
+    best = decision.get("best") or {}
+    base: dict[str, Any] = {
+        "confirmed": True, "confirm_rounds": decision.get("rounds_done") or decision.get("rounds"),
+        "reason": decision["reason"], "confidence": decision.get("confidence"),
+        "tie_margin": decision.get("tie_margin"),
+        "speedup": best.get("speedup"), "speedup_interval": best.get("speedup_interval"),
+        "saving_s": best.get("saving_s"), "saving_interval_s": best.get("saving_interval_s"),
+        "eager_total_time_s": decision.get("eager_total_s", eager["total_time_s"]),
+        "eager_step_time_ms": decision["eager_step_s"] * 1e3,
+        "spread": decision.get("spread"), "spread_df": decision.get("spread_df"),
+    }
+    heap = decision.get("heap")
+    if heap:  # eager pinned against eager as a user's process starts (tuner/system/heap.py)
+        base.update(heap_gain=heap["gain"], heap_gain_interval=heap["interval"])
+    if decision.get("machine"):
+        base["machine"] = decision["machine"]
+    if decision.get("cut_short"):  # the --budget stopped the race: fewer rounds, wider intervals
         base["confirm_cut_short"] = decision["cut_short"]
-    if decision["verdict"] == "stay_eager":
-        best = decision.get("best") or {}
-        measured = {**base, "total_time_s": eager["total_time_s"], "best_compiled": best.get("config_label"),
+    if decision["verdict"] != "compile":
+        measured = {**base, "total_time_s": base["eager_total_time_s"], "best_compiled": best.get("config_label"),
                     "best_compiled_total_time_s": best.get("total_time_s"),
                     "best_compiled_speedup": best.get("speedup"),
-                    "best_compiled_speedup_range": [best.get("speedup_min"), best.get("speedup_max")]}
-        return TunedConfig(EAGER, "stay_eager", _rounded(measured), tuned_on)
-    chosen = decision["best"]
-    step = decision["eager_step_s"] / chosen["speedup"]
+                    "best_compiled_compile_time_s": best.get("compile_time_s")}
+        if best.get("step_s") and best.get("compile_time_s") is not None:
+            measured["best_compiled_break_even_steps"] = break_even_steps(
+                best["compile_time_s"], decision["eager_step_s"], best["step_s"])
+        if decision.get("to_decide"):
+            measured["to_decide"] = decision["to_decide"]
+        return TunedConfig(EAGER, decision["verdict"], _rounded(measured), tuned_on)
+    step = best["step_s"]
     measured = {
         **base,
-        "speedup_vs_eager": chosen["speedup"],
-        "speedup_range": [chosen["speedup_min"], chosen["speedup_max"]],
-        "speedup_vs_plain_compile": chosen["speedup"] / plain["speedup"] if plain and plain.get("speedup") else None,
-        "total_time_s": chosen["total_time_s"],
-        "total_time_range_s": [chosen["total_time_min_s"], chosen["total_time_max_s"]],
-        "plain_compile_total_time_s": plain["total_time_s"] if plain else None,
-        "compile_time_s": chosen["compile_time_s"],
+        "speedup_vs_eager": best["speedup"],
+        "speedup_vs_plain_compile": best["speedup"] / plain["speedup"] if plain and plain.get("speedup") else None,
+        "total_time_s": best["total_time_s"],
+        "plain_compile_total_time_s": plain.get("total_time_s") if plain else None,
+        "compile_time_s": best["compile_time_s"],
+        "cold_compile_times_s": best.get("cold_compiles_s"),
+        "compile_time_warm_s": best.get("compile_time_warm_s"),
         "compile_cost": scoring.compile_cost,
         "step_time_ms": step * 1e3,
-        "peak_memory_mb": chosen["peak_memory_mb"],
+        "peak_memory_mb": best["peak_memory_mb"],
         "eager_peak_memory_mb": eager["peak_memory_mb"],
-        "break_even_steps": break_even_steps(chosen["compile_time_s"] or 0.0, decision["eager_step_s"], step),
+        "break_even_steps": break_even_steps(best["compile_time_s"] or 0.0, decision["eager_step_s"], step),
     }
-    config = CompileConfig.from_dict(chosen["config"])
+    config = CompileConfig.from_dict(best["config"])
     trial = next((t for t in ranked(study, scoring)[2] if t.user_attrs.get("config_key") == config.key()), None)
     if trial is not None:
         measured.update(trial=trial.number, graph_breaks=trial.user_attrs.get("graph_breaks"),
@@ -215,7 +230,15 @@ def _from_confirmation(decision: dict, scoring: Scoring, tuned_on: dict, study) 
 
 
 def _rounded(d: dict) -> dict:
-    return {k: (round(v, 6) if isinstance(v, float) else v) for k, v in d.items()}
+    def r(v):
+        if isinstance(v, float):
+            return round(v, 6)
+        if isinstance(v, list):
+            return [r(x) for x in v]
+        if isinstance(v, dict):
+            return {k: r(x) for k, x in v.items()}
+        return v
+    return {k: r(v) for k, v in d.items()}
 
 
 def _measured_on(study) -> str:

@@ -57,8 +57,8 @@ def load_tuned_config(path: str | Path) -> TunedConfig:
     except (ConfigError, TypeError) as exc:
         raise ConfigError(f"{path}: {exc}") from None
     verdict = data.get("verdict", "compile")
-    if verdict not in ("compile", "stay_eager"):
-        raise ConfigError(f"{path}: `verdict` must be compile or stay_eager, got {verdict!r}")
+    if verdict not in ("compile", "stay_eager", "undecided"):
+        raise ConfigError(f"{path}: `verdict` must be compile, stay_eager or undecided, got {verdict!r}")
     return TunedConfig(cfg, verdict, data.get("measured") or {}, data.get("tuned_on") or {}, data.get("thread_check"))
 
 

@@ -74,6 +74,9 @@ class Timing:
             "arrival_order": self.arrival_order,
             "eager_step_s": eager,
             "step_s": compiled,
+            # what a run pays: the mean, tail included (garbage collection, page faults, periodic
+            # work); the median above ranks configs robustly, the mean is what totals are made of
+            "step_mean_s": weighted([statistics.mean(t) for t in self.compiled], self.mix),
             "step_spread": weighted([_spread(t) for t in self.compiled], self.mix),
             "eager_step_spread": None if self.alone else weighted([_spread(t) for t in self.eager], self.mix),
             "speedup": eager / compiled if eager and compiled > 0 else None,

@@ -32,7 +32,12 @@ def verdict(tuned, hardware_warning: str | None = None, failed: int | None = Non
     """The verdict of a :class:`tuner.core.config.TunedConfig`; ``failed``: how many trials failed."""
     m = tuned.measured
     steps = int(number(tuned.tuned_on.get("steps")) or 0)
-    v = _compile_verdict(tuned, steps) if tuned.verdict == "compile" else _eager_verdict(m, steps, failed)
+    if tuned.verdict == "compile":
+        v = _compile_verdict(tuned, steps)
+    elif tuned.verdict == "undecided":
+        v = _undecided_verdict(m, steps)
+    else:
+        v = _eager_verdict(m, steps, failed)
     v.facts += extra_facts(m, tuned.thread_check)
     if m.get("confirm_cut_short"):
         v.sentence += (f" Confirmation was cut short by the --budget ({text(m['confirm_cut_short'])})"
@@ -60,9 +65,26 @@ def verdict_text(tuned, config_path: str, hardware_warning: str | None = None) -
               if what != "unconfirmed"]
     if v.compile:
         lines.append(f'  use it: model = tuner.apply_config(model, "{config_path}")')
+    elif number(tuned.measured.get("heap_gain")):
+        gain = ratio(tuned.measured["heap_gain"])
+        lines.append(f'  {config_path} says so; keep model = tuner.apply_config(model, "{config_path}"): it leaves '
+                     f"the model uncompiled and pins glibc's heap (eager {gain} as fast).")
     else:
         lines.append(f"  {config_path} says so; apply_config leaves the model uncompiled.")
     return "\n".join(lines)
+
+
+def _undecided_verdict(m: dict, steps: int) -> Verdict:
+    """The measurement could not tell a saving from a tie: eager until it can (apply_config does so)."""
+    to = m.get("to_decide") or {}
+    more = (f" About {count(to['rounds'])} rounds in all (another {seconds(to.get('seconds'))}) would likely decide: "
+            "run the same command again with a larger --confirm-rounds." if number(to.get("rounds")) else "")
+    sentence = (f"Undecided over the scored {steps:,} steps: {text(m.get('reason'))}. Until a measurement decides, "
+                f"the model stays eager (apply_config leaves it uncompiled).{more}")
+    facts = [("eager total", seconds(m.get("total_time_s")), f"over {steps:,} steps"),
+             ("best compiled", text(m.get("best_compiled")), ""),
+             ("its total", seconds(m.get("best_compiled_total_time_s")), f"eager {seconds(m.get('total_time_s'))}")]
+    return Verdict("Undecided: stay eager for now", sentence, facts)
 
 
 def _eager_verdict(m: dict, steps: int, failed: int | None) -> Verdict:
@@ -94,7 +116,7 @@ def _eager_verdict(m: dict, steps: int, failed: int | None) -> Verdict:
             ("pays off after", "never" if missing(pays_off) else f"{count(pays_off)} steps", f"scored: {steps:,}"),
         ]
     if m.get("confirmed"):
-        sentence += f" Confirmed by re-measuring: {text(m.get('reason'))}."
+        sentence = f"Stay eager over the scored {steps:,} steps: {text(m.get('reason'))}."
     return Verdict("Stay eager", sentence, facts)
 
 
@@ -145,12 +167,7 @@ def extra_facts(m: dict, thread_check: dict | None) -> list[tuple[str, str, str]
     """Confirmation, start-up, regional-compile and thread-check figures, where measured."""
     facts = []
     if m.get("confirmed"):
-        lo, hi = m.get("speedup_range") or (None, None)
-        spread = f"speedup {ratio(lo)} to {ratio(hi)}" if lo is not None else ""
-        rounds = m.get("confirm_rounds")
-        cut = f"cut short by the --budget ({text(m['confirm_cut_short'])})" if m.get("confirm_cut_short") else ""
-        facts.append(("confirmed", f"{rounds} interleaved round{'' if rounds == 1 else 's'} in fresh processes",
-                      "; ".join(x for x in (cut, spread, text(m.get("reason"))) if x)))
+        facts += _confirmed_facts(m)
     if number(m.get("cold_start_s")) and number(m.get("warm_start_s")):
         cache = m.get("warm_start_cache") or {}
         hits = (f"; the warm start's cache: {cache.get('fxgraph_hit', 0)} graph(s) hit, "
@@ -178,3 +195,36 @@ def extra_facts(m: dict, thread_check: dict | None) -> list[tuple[str, str, str]
         facts.append((f"{thread_check.get('threads')} threads at once", text(thread_check.get("verdict")),
                       text(thread_check.get("advice"))))
     return facts
+
+
+def _confirmed_facts(m: dict) -> list[tuple[str, str, str]]:
+    """The confirmation's intervals, its spread, the machine and the heap's own gain."""
+    lo, hi = m.get("speedup_interval") or (None, None)
+    confidence = f"{float(m['confidence']):.0%}" if number(m.get("confidence")) else "95%"
+    rounds = m.get("confirm_rounds")
+    cut = f"; cut short by the --budget ({text(m['confirm_cut_short'])})" if m.get("confirm_cut_short") else ""
+    spread = (f"; processes differ by {float(m['spread']):.1%} (pooled over every process, {m.get('spread_df')} df)"
+              if number(m.get("spread")) else "")
+    facts = [("confirmed", f"{rounds} interleaved round{'' if rounds == 1 else 's'} in fresh processes",
+              f"the figures above are theirs{spread}{cut}")]
+    if number(m.get("speedup")):
+        facts.append((f"speedup, {confidence} interval", f"{ratio(m['speedup'])} ({ratio(lo)} to {ratio(hi)})",
+                      "eager's mean step over the config's, the same heap for both"))
+    s_lo, s_hi = m.get("saving_interval_s") or (None, None)
+    if number(m.get("saving_s")):
+        facts.append((f"saving, {confidence} interval", f"{float(m['saving_s']):+.1f} s ({_signed(s_lo)} to "
+                      f"{_signed(s_hi)})", f"tie margin {float(m.get('tie_margin') or 0):.0%} of eager's total"))
+    machine = m.get("machine") or {}
+    if machine.get("crowded"):
+        facts.append(("machine", f"{machine['crowded']} of {machine['processes']} processes crowded",
+                      f"waited for a core; load average up to {machine.get('load')}"
+                      + ("; BUSY: the verdict is undecided" if machine.get("busy") else "; left out of the figures")))
+    if number(m.get("heap_gain")):
+        g_lo, g_hi = m.get("heap_gain_interval") or (None, None)
+        facts.append(("pin the heap", f"eager {ratio(m['heap_gain'])} as fast pinned ({ratio(g_lo)} to {ratio(g_hi)})",
+                      "glibc malloc's thresholds, its own gain, not compile's: apply_config pins it for every verdict"))
+    return facts
+
+
+def _signed(v) -> str:
+    return "?" if not number(v) else f"{float(v):+.1f} s"

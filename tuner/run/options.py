@@ -55,7 +55,11 @@ class TuneOptions:
     compile_cost: str = "cold"
     objective: str = "time"
     confirm: int = 2
-    confirm_rounds: int = 3
+    confirm_rounds: int = 12
+    """The most rounds confirmation may take: it looks after rounds 2, 3, 5, 8 and 12 and stops at the
+    first look that decides (tuner/decide/stats.py); a clear win or loss stops at round 2."""
+    tie_margin: float = 0.02
+    """A saving below this share of eager's total is a tie: not worth compiling for."""
     check_threads: int | None = None
     argv: list[str] = field(default_factory=list)
     workers: int = 1
@@ -100,6 +104,9 @@ class TuneOptions:
         if self.heap not in (HEAP_PINNED, HEAP_DEFAULT):
             raise TunerError(f"--heap must be {HEAP_PINNED} or {HEAP_DEFAULT}, got {self.heap!r}",
                              "use --heap pinned (the default) or --heap default")
+        if not 0 <= self.tie_margin < 1:
+            raise TunerError(f"--tie-margin must be a share of eager's total in [0, 1), got {self.tie_margin}",
+                             "e.g. --tie-margin 0.02: a saving below 2 % of eager's total is a tie")
         if self.budget is not None:
             self.budget = parse_duration(self.budget)
 

@@ -209,7 +209,8 @@ class Run:
             with clock.phase("confirmation"):
                 decision = confirm_finalists(study, self.run.scoring, self.tuner, self.opts.confirm,
                                              self.opts.confirm_rounds, self.log,
-                                             round_fits=clock.round_fits if clock.bounded else None)
+                                             round_fits=clock.round_fits if clock.bounded else None,
+                                             tie_margin=self.opts.tie_margin)
             if study.user_attrs.get(SKIPPED_ATTR) == BUDGET_RAN_OUT:
                 clock.skip("confirmation")
             elif decision and decision.get("cut_short"):

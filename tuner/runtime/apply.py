@@ -10,11 +10,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..core.config import BLOCKS, CompileConfig, TunedConfig
+from ..core.config import BLOCKS, EAGER, CompileConfig, TunedConfig
 from ..core.errors import ConfigError
 from ..core.targets import target_modules
 from ..export.best_config import load_tuned_config
-from ..system.heap import PINNED_NOTE, pin_heap
+from ..system.heap import PINNED_NOTE
+from ..system.heap import pin_heap as pin_glibc_heap
 from .apply_precision import INNER as PRECISION_INNER
 from .apply_precision import MARK as PRECISION_MARK
 from .apply_precision import autocast_forward, set_matmul_precision
@@ -23,7 +24,8 @@ from .marks import marked
 from .warmstart import load_warm_start
 
 
-def apply_config(model, config: CompileConfig | str | Path | Mapping[str, Any], *, warm_start: bool = True):
+def apply_config(model, config: CompileConfig | str | Path | Mapping[str, Any], *, warm_start: bool = True,
+                 pin_heap: bool = True):
     """Return the model to use under ``config`` (compiled in place; same object, same
     ``state_dict`` keys, so optimizers and checkpoints keep working).
 
@@ -48,11 +50,19 @@ def apply_config(model, config: CompileConfig | str | Path | Mapping[str, Any], 
         cfg = tuned.config
         warn_on_environment_mismatch(tuned, config)
         _warn_on_thread_mismatch(tuned.tuned_on, config)
-        _pin_heap_as_measured(tuned.tuned_on)
+        if pin_heap:
+            _pin_heap_as_measured(tuned.tuned_on)
+        if tuned.verdict != "compile":  # stay_eager, or undecided: eager until a measurement decides
+            cfg = EAGER
     else:
         cfg = coerce_config(config)
-        if isinstance(config, Mapping) and isinstance(config.get("tuned_on"), Mapping):
-            _warn_on_thread_mismatch(config["tuned_on"], "the config")
+        tuned_on = config.get("tuned_on") if isinstance(config, Mapping) else None
+        if isinstance(tuned_on, Mapping):
+            _warn_on_thread_mismatch(tuned_on, "the config")
+        if isinstance(config, Mapping) and config.get("verdict") not in (None, "compile"):
+            cfg = EAGER
+        if pin_heap:
+            _pin_heap_as_measured(tuned_on if isinstance(tuned_on, Mapping) else _default_heap(model))
     model = _uncompiled(model)
     if not cfg.compiles:
         return model
@@ -219,6 +229,13 @@ def coerce_config(config) -> CompileConfig:
     raise ConfigError(f"expected a CompileConfig, a mapping or a path, got {type(config).__name__}")
 
 
+def _default_heap(model) -> dict[str, str]:
+    """How a config without ``tuned_on`` was measured: the tool's default (heap pinned), on the
+    model's own device."""
+    device = next((str(p.device) for p in getattr(model, "parameters", lambda: iter(()))()), "cpu")
+    return {"heap": PINNED_NOTE, "device": device}
+
+
 def _pin_heap_as_measured(tuned_on: Mapping[str, Any]) -> None:
     if str(tuned_on.get("heap", "")) == PINNED_NOTE and not str(tuned_on.get("device", "cpu")).startswith("cuda"):
-        pin_heap()
+        pin_glibc_heap()

@@ -122,7 +122,7 @@ def check_settings(study, settings: StudySettings) -> None:
         raise StudyError(
             f"study '{study.study_name}' was measured by an older compile-tune (measurement version {before}, "
             f"now {settings.measurement}: the input schedule timed in arrival order, glibc's heap pinned, "
-            "confirmation timing each config alone), "
+            "confirmation timing each config alone, its intervals from every process's mean step), "
             "so its figures cannot be mixed with new ones",
             "tune into a new --out (or --study); `compile-tune report` still rebuilds the old study's outputs",
         )

@@ -1,0 +1,243 @@
+"""What confirmation's processes say: each candidate's record, and the decision weighed from them
+with the measurement model of tuner/decide/stats.py.
+
+A process whose threads waited for a core more than :data:`CROWDED` of its timed wall time
+(tuner/measure/contention.py) measured another job as much as its config: it is left out of the
+model, and when more than :data:`BUSY` of the processes were crowded the verdict is
+``undecided``: the machine was busy.
+"""
+from __future__ import annotations
+
+import math
+import statistics
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..core.config import EAGER, PLAIN_COMPILE, CompileConfig
+from ..core.score import Scoring
+from . import stats
+
+#: The record key of eager as a user's process starts (glibc's heap unpinned).
+AS_STARTED = "eager-as-started"
+#: A process is crowded when its threads waited for a core this share of its timed wall time.
+CROWDED = 0.10
+#: The machine was busy when more than this share of the processes were crowded.
+BUSY = 0.25
+#: The confidence the intervals hold at together (each is taken at a higher level: stats.look_confidence).
+STATED = stats.CONFIDENCE
+
+
+@dataclass
+class Record:
+    """One candidate's confirmation processes."""
+
+    config: CompileConfig
+    key: str = ""
+    steps: list[tuple[int, float]] = field(default_factory=list)
+    """(round, mean step) of each process that was not crowded."""
+    crowded: list[float] = field(default_factory=list)
+    """The core-wait share of each crowded process (left out of the model)."""
+    waits: list[float] = field(default_factory=list)
+    loads: list[float] = field(default_factory=list)
+    cold: list[float] = field(default_factory=list)
+    """Cold compiles: the search trial's, then each process that compiled without a cache."""
+    warm: list[float] = field(default_factory=list)
+    peak_memory: list[float] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.key = self.key or self.config.key()
+
+    def add(self, result: dict, scoring: Scoring, round_: int) -> None:
+        """One process's figures (``round_`` counts from 0)."""
+        if result.get("status") != "ok":
+            self.failures.append((result.get("failure") or {}).get("category", "failed"))
+            return
+        wait, load = result.get("core_wait_share"), result.get("load_average")
+        if wait is not None:
+            self.waits.append(float(wait))
+        if load is not None:
+            self.loads.append(float(load))
+        self.peak_memory.append(float(result.get("peak_memory_mb") or 0.0))
+        if self.config.compiles and result.get("compile_time_s") is not None:
+            (self.warm if result.get("compiled_from_cache") else self.cold).append(float(result["compile_time_s"]))
+        if wait is not None and wait > CROWDED:
+            self.crowded.append(float(wait))
+            return
+        self.steps.append((round_, float(result.get("step_mean_s") or result["step_s"])))
+
+    @property
+    def processes(self) -> int:
+        return len(self.steps) + len(self.crowded)
+
+    def compile_samples(self, scoring: Scoring) -> list[float]:
+        if scoring.compile_cost == "warm" and self.warm:
+            return self.warm
+        return self.cold
+
+
+def weigh(records: dict[str, Record], scoring: Scoring, looks: int, tie_margin: float = stats.TIE_MARGIN,
+          confidence: float = stats.CONFIDENCE) -> dict[str, Any]:
+    """The decision from the processes so far (the ``Decision`` of tuner/decide/confirm.py, plus
+    ``trailing``: finalists the race may stop measuring)."""
+    eager = records[EAGER.key()]
+    compiled = [r for r in records.values() if r.config.compiles]
+    every = list(records.values())
+    if compiled and all(r.failures and not r.steps for r in compiled):
+        # every compiled candidate failed every round in fresh processes: a confirmed reason to stay eager
+        return {"verdict": "stay_eager", "choice": EAGER.to_dict(), "machine": _machine(every), "candidates": [],
+                "reason": f"no finalist was confirmed (failures in fresh processes: {_failures(compiled)})",
+                "eager_step_s": statistics.fmean(s for _, s in eager.steps) if eager.steps else scoring.eager_step_s}
+    if not eager.steps:
+        why = (f"eager failed every round ({_failures([eager])})" if eager.failures
+               else "every eager process was crowded")
+        return {"failed": why, "candidates": []}
+    ok = [r for r in compiled if r.steps and not r.failures and not _over_memory(r, scoring)]
+    machine = _machine(every)
+    e_steps = [s for _, s in eager.steps]
+    e_step = statistics.fmean(e_steps)
+    eager_total = scoring.steps * e_step
+    base: dict[str, Any] = {"eager_step_s": e_step, "eager_total_s": eager_total, "confidence": confidence,
+                            "tie_margin": tie_margin, "machine": machine}
+    heap = _heap(records, confidence)
+    if heap:
+        base["heap"] = heap
+    if not ok:
+        failed = [r for r in compiled if r.failures]
+        why = f"failures in fresh processes: {_failures(failed)}" if failed else "over the memory bound"
+        return {**base, "verdict": "stay_eager", "choice": EAGER.to_dict(),
+                "reason": f"no finalist was confirmed ({why})",
+                "candidates": [_eager_summary(eager, e_step, eager_total)]}
+    model = stats.fit(stats.Sample(r.key, rnd, s) for r in [eager, *ok] for rnd, s in r.steps)
+    level = stats.look_confidence(confidence, looks, len(ok))
+    costs = stats.compile_costs({r.key: r.compile_samples(scoring) for r in ok})
+    se_log = stats.pooled_log_se(e_steps)
+    speedups = {r.key: model.speedup(eager.key, r.key, level) for r in ok}
+    savings = {r.key: stats.saving(model, eager.key, r.key, scoring.steps, e_step, se_log, costs[r.key], level,
+                                   base_df=len(e_steps) - 1) for r in ok}
+    call = stats.decide(savings, tie_margin * eager_total)
+    summaries = {r.key: _summary(r, speedups[r.key], savings[r.key], costs[r.key], e_step, scoring.steps)
+                 for r in ok}
+    leader = call.leader or max(savings, key=lambda k: savings[k].estimate)
+    decision = {**base, "spread": model.sigma, "spread_df": model.df, "look_confidence": level, "looks": looks,
+                "candidates": [_eager_summary(eager, e_step, eager_total), *summaries.values(),
+                               *(_failed_summary(r) for r in compiled if r not in ok)],
+                "trailing": [k for k in savings if k not in (leader, PLAIN_COMPILE.key())
+                             and savings[k].high < savings[leader].low]}
+    margin = f"{tie_margin:.0%}"
+    if machine["busy"]:
+        decision.update(verdict="undecided", choice=EAGER.to_dict(), best=summaries[leader],
+                        reason=f"the machine was busy: {machine['crowded']} of {machine['processes']} processes waited "
+                               f"for a core over {CROWDED:.0%} of their timing (load average "
+                               f"{machine.get('load') or '?'}); measure again on a quiet machine")
+        return decision
+    if call.verdict == "compile":
+        chosen, reason = _simpler(records, call.leader or leader, model, costs, savings, speedups, scoring, se_log,
+                                  level, e_step)
+        decision.update(verdict="compile", choice=records[chosen].config.to_dict(), best=summaries[chosen],
+                        reason=reason)
+        return decision
+    best = savings[leader]
+    words = _saving_words(best, eager_total)
+    if call.verdict == "stay_eager":
+        why = (f"the best config ({records[leader].config.describe()}) is slower than eager: {words}"
+               if best.high < 0 else
+               f"a tie within {margin}: the best config ({records[leader].config.describe()}) {words}, less than "
+               f"the {margin} of eager's total that compiling must save")
+        decision.update(verdict="stay_eager", choice=EAGER.to_dict(), best=summaries[leader], reason=why)
+        return decision
+    need = stats.rounds_to_decide(best, tie_margin * eager_total, max((r for r, _ in eager.steps), default=0) + 1)
+    decision.update(verdict="undecided", choice=EAGER.to_dict(), best=summaries[leader],
+                    reason=f"could not tell: the best config ({records[leader].config.describe()}) {words}, an "
+                           f"interval that holds both a saving and a tie within {margin}",
+                    to_decide={"rounds": math.ceil(need) if need else None})
+    return decision
+
+
+def _simpler(records, chosen: str, model, costs, savings, speedups, scoring: Scoring, se_log: float, level: float,
+             e_step: float) -> tuple[str, str]:
+    """The chosen config and its reason: plain ``torch.compile`` instead of a tuned finalist
+    when plain compile is itself a proven win and the finalist is not shown to beat it."""
+    label = records[chosen].config.describe()
+    reason = f"{label} {_saving_words(savings[chosen], scoring.steps * e_step)}"
+    plain = PLAIN_COMPILE.key()
+    if chosen == plain or plain not in savings:
+        return chosen, reason
+    plain_step = e_step / speedups[plain].estimate
+    over = stats.saving(model, plain, chosen, scoring.steps, plain_step, se_log, costs[chosen], level,
+                        base_cost=costs[plain], base_df=max(1, len(records[plain].steps) - 1))
+    words = f"{over.estimate:+.1f} s ({over.low:+.1f} to {over.high:+.1f} s)"
+    if savings[plain].low > 0 and over.low <= 0:
+        return plain, (f"plain torch.compile {_saving_words(savings[plain], scoring.steps * e_step)}; "
+                       f"{label} is not shown to beat it ({words} against it): the simpler plain torch.compile")
+    return chosen, reason + f"; against plain torch.compile {words}"
+
+
+def _saving_words(s: stats.Interval, eager_total: float) -> str:
+    share = s.estimate / eager_total if eager_total else 0.0
+    sign = "saves" if s.estimate >= 0 else "loses"
+    return (f"{sign} {abs(s.estimate):.1f} s of eager's {eager_total:.1f} s ({abs(share):.1%}; {s.low:+.1f} to "
+            f"{s.high:+.1f} s, {STATED:.0%} interval)" if math.isfinite(s.low) else
+            f"{sign} {abs(s.estimate):.1f} s (no interval yet: one round)")
+
+
+def _summary(r: Record, speedup: stats.Interval, saving: stats.Interval, cost: stats.Cost, e_step: float,
+             steps: int) -> dict:
+    step = e_step / speedup.estimate
+    return {"config": r.config.to_dict(), "config_label": r.config.describe(), "processes": r.processes,
+            "rounds": len({rnd for rnd, _ in r.steps}), "crowded": len(r.crowded),
+            "speedup": speedup.estimate, "speedup_interval": _finite(speedup),
+            "saving_s": saving.estimate, "saving_interval_s": _finite(saving),
+            "step_s": step, "compile_time_s": cost.compile_s, "cold_compiles_s": [round(c, 3) for c in r.cold],
+            "compile_time_warm_s": statistics.fmean(r.warm) if r.warm else None,
+            "total_time_s": cost.compile_s + steps * step,
+            "peak_memory_mb": statistics.median(r.peak_memory) if r.peak_memory else None,
+            "step_rounds": [round(s, 6) for _, s in r.steps], "failures": r.failures[:3]}
+
+
+def _eager_summary(r: Record, e_step: float, total: float) -> dict:
+    return {"config": EAGER.to_dict(), "config_label": EAGER.describe(), "processes": r.processes,
+            "rounds": len({rnd for rnd, _ in r.steps}), "crowded": len(r.crowded), "step_s": e_step,
+            "speedup": 1.0, "total_time_s": total, "step_rounds": [round(s, 6) for _, s in r.steps],
+            "peak_memory_mb": statistics.median(r.peak_memory) if r.peak_memory else None, "failures": r.failures[:3]}
+
+
+def _failed_summary(r: Record) -> dict:
+    return {"config": r.config.to_dict(), "config_label": r.config.describe(), "processes": r.processes,
+            "failures": r.failures[:3], "speedup": None}
+
+
+def _finite(i: stats.Interval) -> list[float | None]:
+    return [v if math.isfinite(v) else None for v in (i.low, i.high)]
+
+
+def _heap(records: dict[str, Record], confidence: float) -> dict | None:
+    """Eager pinned against eager as a user's process starts: the pin's own gain, with its interval."""
+    started, eager = records.get(AS_STARTED), records[EAGER.key()]
+    if started is None or not started.steps:
+        return None
+    model = stats.fit(stats.Sample(r.key, rnd, s) for r in (eager, started) for rnd, s in r.steps)
+    gain = model.speedup(AS_STARTED, eager.key, confidence)
+    return {"gain": gain.estimate, "interval": _finite(gain), "confidence": confidence,
+            "eager_as_started_step_s": statistics.fmean(s for _, s in started.steps), "processes": started.processes}
+
+
+def _machine(records: list[Record]) -> dict[str, Any]:
+    processes = sum(r.processes for r in records)
+    crowded = sum(len(r.crowded) for r in records)
+    loads = [v for r in records for v in r.loads]
+    waits = [v for r in records for v in r.waits]
+    return {"processes": processes, "crowded": crowded, "busy": processes > 0 and crowded > BUSY * processes,
+            "load": round(max(loads), 2) if loads else None,
+            "core_wait_median": round(statistics.median(waits), 4) if waits else None}
+
+
+def _over_memory(r: Record, scoring: Scoring) -> bool:
+    return bool(scoring.max_memory_mb and r.peak_memory and statistics.median(r.peak_memory) > scoring.max_memory_mb)
+
+
+def _failures(records) -> str:
+    """``crashed x3, timeout`` over ``records``' failed processes."""
+    counts = Counter(f for r in records for f in r.failures)
+    return ", ".join(f"{k} x{n}" if n > 1 else k for k, n in counts.most_common()) or "no rounds"

@@ -1,0 +1,343 @@
+"""The statistics a verdict rests on: a model of fresh processes, intervals at a stated
+confidence, and the sequential three-way decision (compile, stay eager, or measure more).
+
+**The measurement model.** The process is the unit of sampling: on a shared machine two fresh
+processes running the same step differ by 5-20 %, far more than the steps inside one. So each
+process contributes one sample, its mean step, and on the log scale
+
+    log step(config c, round r, process p) = mu_c + rho_r + e,    e ~ N(0, sigma^2)
+
+where ``rho_r`` is what the machine did to every process of round ``r`` (drift: the rounds
+interleave every candidate) and ``sigma`` is the spread between processes. The model is fitted by
+least squares over every process of the confirmation, eager and compiled alike, so ``sigma`` is
+pooled from all of them with ``N - C - R + 1`` degrees of freedom, instead of resting on the
+largest of two or three eager pairs. A speedup is ``exp(mu_eager - mu_c)``; its interval is a
+t-interval on that log contrast.
+
+**The saving** of a config over eager is ``steps x E x (1 - 1/speedup) - compile`` (``E``: eager's
+mean step, ``compile``: the mean of the config's cold compiles). Its interval combines the three
+uncertainties by the delta method, with Welch-Satterthwaite degrees of freedom.
+
+**The decision** (:func:`decide`), with a tie margin ``m`` (a share of eager's total): *compile*
+when the saving's interval lies above zero; *stay eager* when it lies below ``m`` for every
+candidate (compiling loses, or saves less than the margin: a tie); otherwise measure another
+round. The race looks at the data after every round from the second on, and picks its leader
+among several candidates, so each interval is taken at ``1 - alpha / (looks x candidates)``
+(Bonferroni): together they hold at the stated confidence however many looks were taken
+(repeated confidence intervals, Jennison and Turnbull). tests/test_stats.py measures the error
+rates on simulated processes of known spread.
+"""
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+#: The confidence every interval the tool states is taken at.
+CONFIDENCE = 0.95
+#: A saving below this share of eager's total is a tie: not worth compiling for.
+TIE_MARGIN = 0.02
+
+
+# ----------------------------------------------------------------------------- Student's t
+
+
+@functools.lru_cache(maxsize=4096)
+def t_quantile(p: float, df: float) -> float:
+    """The ``p`` quantile of Student's t with ``df`` degrees of freedom (``inf`` for df < 1 with p > 0.5)."""
+    if not 0 < p < 1:
+        raise ValueError(f"p must be in (0, 1), got {p}")
+    if p < 0.5:
+        return -t_quantile(1 - p, df)
+    if df < 1 or not math.isfinite(df) and df < 0:
+        return math.inf
+    if p == 0.5:
+        return 0.0
+    # Newton's method from the normal quantile, kept inside a bracket that bisection would also keep
+    lo, hi = 0.0, 1.0
+    while _t_cdf(hi, df) < p:
+        lo, hi = hi, hi * 2
+        if hi > 1e12:
+            return math.inf
+    x = min(max(_normal_quantile(p), lo), hi)
+    for _ in range(100):
+        f = _t_cdf(x, df) - p
+        if f < 0:
+            lo = x
+        else:
+            hi = x
+        step = f / _t_pdf(x, df)
+        nxt = x - step
+        if not lo < nxt < hi:
+            nxt = (lo + hi) / 2
+        if abs(nxt - x) < 1e-12 * max(1.0, abs(x)):
+            return nxt
+        x = nxt
+    return x
+
+
+def _normal_quantile(p: float) -> float:
+    from statistics import NormalDist
+
+    return NormalDist().inv_cdf(p)
+
+
+def _t_pdf(t: float, df: float) -> float:
+    if math.isinf(df):
+        return math.exp(-t * t / 2) / math.sqrt(2 * math.pi)
+    return math.exp(math.lgamma((df + 1) / 2) - math.lgamma(df / 2) - 0.5 * math.log(df * math.pi)
+                    - (df + 1) / 2 * math.log1p(t * t / df))
+
+
+def _t_cdf(t: float, df: float) -> float:
+    if math.isinf(df):
+        return 0.5 * (1 + math.erf(t / math.sqrt(2)))
+    x = df / (df + t * t)
+    tail = 0.5 * _betainc(df / 2, 0.5, x)
+    return 1 - tail if t > 0 else tail
+
+
+def _betainc(a: float, b: float, x: float) -> float:
+    """The regularized incomplete beta function I_x(a, b) (continued fraction, Numerical Recipes 6.4)."""
+    if x <= 0:
+        return 0.0
+    if x >= 1:
+        return 1.0
+    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x))
+    if x < (a + 1) / (a + b + 2):
+        return front * _betacf(a, b, x) / a
+    return 1 - front * _betacf(b, a, 1 - x) / b
+
+
+def _betacf(a: float, b: float, x: float) -> float:
+    tiny = 1e-300
+    c, d = 1.0, 1 - (a + b) * x / (a + 1)
+    d = 1 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 400):
+        for num in (m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
+                    -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))):
+            d = 1 + num * d
+            d = 1 / (d if abs(d) > tiny else tiny)
+            c = 1 + num / c
+            c = c if abs(c) > tiny else tiny
+            h *= d * c
+        if abs(d * c - 1) < 1e-15:
+            break
+    return h
+
+
+# ----------------------------------------------------------------------------- the model
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One process: which candidate it ran, in which round, and its mean step (seconds)."""
+
+    key: str
+    round: int
+    step_s: float
+
+
+@dataclass(frozen=True)
+class Interval:
+    """An estimate and its interval at ``confidence``."""
+
+    estimate: float
+    low: float
+    high: float
+    confidence: float
+
+    def contains(self, value: float) -> bool:
+        return self.low <= value <= self.high
+
+    def as_list(self, digits: int = 4) -> list[float]:
+        return [round(self.low, digits), round(self.high, digits)]
+
+
+@dataclass(frozen=True)
+class ProcessModel:
+    """The fitted model: each candidate's log level, the spread between processes, its df."""
+
+    keys: tuple[str, ...]
+    level: dict[str, float]
+    """Candidate -> mu (log seconds, rounds' effects removed; round 0 is the reference)."""
+    sigma: float
+    """The spread between processes (log scale: 0.05 is about 5 %)."""
+    df: int
+    count: dict[str, int]
+    _cov: np.ndarray
+    """(X'X)^+ over the candidates' columns: the contrasts' variances are sigma^2 times its quadratic forms."""
+
+    def log_ratio(self, a: str, b: str) -> tuple[float, float]:
+        """``(mu_a - mu_b, its standard error)``: log of b's speedup over a (steps a / steps b)."""
+        i, j = self.keys.index(a), self.keys.index(b)
+        v = self._cov[i, i] + self._cov[j, j] - 2 * self._cov[i, j]
+        return self.level[a] - self.level[b], self.sigma * math.sqrt(max(v, 0.0))
+
+    def speedup(self, eager: str, key: str, confidence: float = CONFIDENCE) -> Interval:
+        """Eager's step over ``key``'s, with its t-interval at ``confidence``."""
+        d, se = self.log_ratio(eager, key)
+        half = t_quantile(0.5 + confidence / 2, self.df) * se if self.df >= 1 else math.inf
+        return Interval(math.exp(d), _exp(d - half), _exp(d + half), confidence)
+
+
+def _exp(x: float) -> float:
+    return math.exp(x) if x < 700 else math.inf
+
+
+def fit(samples: Iterable[Sample]) -> ProcessModel:
+    """Least squares of the measurement model over ``samples`` (any mix of rounds and candidates;
+    a candidate missing from some rounds is fine). ``df`` is 0, and ``sigma`` unknown (0), until
+    some candidate has been measured twice."""
+    samples = [s for s in samples if s.step_s > 0 and math.isfinite(s.step_s)]
+    keys = tuple(dict.fromkeys(s.key for s in samples))
+    rounds = sorted({s.round for s in samples})
+    cols = {k: i for i, k in enumerate(keys)}
+    rcols = {r: len(keys) + i for i, r in enumerate(rounds[1:])}
+    x = np.zeros((len(samples), len(keys) + len(rcols)))
+    y = np.array([math.log(s.step_s) for s in samples])
+    for row, s in enumerate(samples):
+        x[row, cols[s.key]] = 1.0
+        if s.round in rcols:
+            x[row, rcols[s.round]] = 1.0
+    count = {k: sum(1 for s in samples if s.key == k) for k in keys}
+    if not samples:
+        return ProcessModel((), {}, 0.0, 0, {}, np.zeros((0, 0)))
+    beta, *_ = np.linalg.lstsq(x, y, rcond=None)
+    rank = int(np.linalg.matrix_rank(x))
+    df = len(samples) - rank
+    resid = y - x @ beta
+    sigma = math.sqrt(float(resid @ resid) / df) if df > 0 else 0.0
+    cov = np.linalg.pinv(x.T @ x)[: len(keys), : len(keys)]
+    return ProcessModel(keys, {k: float(beta[i]) for k, i in cols.items()}, sigma, df, count, cov)
+
+
+# ----------------------------------------------------------------------------- totals and savings
+
+
+@dataclass(frozen=True)
+class Cost:
+    """What one candidate costs a run, with the uncertainty of each part."""
+
+    key: str
+    compile_s: float
+    compile_se: float
+    compile_df: float
+
+
+def compile_costs(samples: dict[str, list[float]]) -> dict[str, Cost]:
+    """Each candidate's mean cold compile and its standard error. The spread is pooled over the
+    candidates on the log scale (compile times of one config are stable to a few %; two samples
+    alone give one degree of freedom), and a candidate with one sample borrows it."""
+    logs = {k: [math.log(v) for v in vs if v > 0] for k, vs in samples.items()}
+    ss = sum(sum((v - sum(vs) / len(vs)) ** 2 for v in vs) for vs in logs.values() if len(vs) > 1)
+    df = sum(len(vs) - 1 for vs in logs.values() if len(vs) > 1)
+    rel = math.sqrt(ss / df) if df else 0.0
+    out = {}
+    for k, vs in samples.items():
+        positive = [v for v in vs if v > 0]
+        mean = sum(positive) / len(positive) if positive else 0.0
+        se = mean * rel / math.sqrt(len(positive)) if positive and df else (mean if positive else 0.0)
+        out[k] = Cost(k, mean, se, float(df) if df else (1.0 if positive else math.inf))
+    return out
+
+
+def saving(model: ProcessModel, base: str, key: str, steps: int, base_step_s: float, base_step_se_log: float,
+           cost: Cost, confidence: float, base_cost: Cost | None = None, base_df: int = 1) -> Interval:
+    """``base``'s total minus ``key``'s: ``steps x B x (1 - 1/speedup) - (compile - base's compile)``
+    (``B``: base's mean step; eager's, or plain compile's when a finalist is set against it;
+    ``base_step_se_log`` its standard error on the log scale, from ``base_df + 1`` processes),
+    with its interval: the delta method over the speedup's, ``B``'s and the compiles' errors,
+    Welch-Satterthwaite degrees of freedom."""
+    d, se_d = model.log_ratio(base, key)
+    scale = steps * base_step_s
+    compile_s = cost.compile_s - (base_cost.compile_s if base_cost else 0.0)
+    est = scale * (1 - math.exp(-d)) - compile_s
+    if model.df < 1:
+        return Interval(est, -math.inf, math.inf, confidence)
+    # The speedup's error rests on the model's pooled spread (model.df); B's level on its own
+    # processes (base_df); each compile on the compiles' pooled spread. Welch-Satterthwaite
+    # combines independent estimates only: hence one part per estimate of spread.
+    parts = [((scale * math.exp(-d) * se_d) ** 2, model.df),
+             ((scale * (1 - math.exp(-d)) * base_step_se_log) ** 2, max(1, base_df)),
+             (cost.compile_se ** 2, cost.compile_df)]
+    if base_cost is not None:
+        parts.append((base_cost.compile_se ** 2, base_cost.compile_df))
+    var = sum(v for v, _ in parts)
+    if var <= 0:
+        return Interval(est, est, est, confidence)
+    df = var ** 2 / sum(v ** 2 / f for v, f in parts if v > 0)
+    half = t_quantile(0.5 + confidence / 2, df) * math.sqrt(var)
+    return Interval(est, est - half, est + half, confidence)
+
+
+def look_confidence(confidence: float, looks: int, candidates: int) -> float:
+    """The confidence each interval is taken at, so that all of them, over ``looks`` looks and
+    ``candidates`` candidates, hold together at ``confidence`` (Bonferroni)."""
+    return 1 - (1 - confidence) / max(1, looks * candidates)
+
+
+def look_rounds(rounds: int, first: int = 2) -> list[int]:
+    """After which rounds a race of at most ``rounds`` rounds looks at its figures: ``first``,
+    then each about 1.5 times the one before (2, 3, 5, 8, 12, 18, ...), and always the last.
+    Few looks cost little confidence each (Bonferroni over the looks), and the rounds between
+    them are where a close call gathers its evidence."""
+    if rounds < first:
+        return [max(1, rounds)]
+    looks = [first]
+    while looks[-1] < rounds:
+        looks.append(min(rounds, max(looks[-1] + 1, math.ceil(looks[-1] * 1.5))))
+    return looks
+
+
+# ----------------------------------------------------------------------------- deciding
+
+
+@dataclass(frozen=True)
+class Call:
+    """One look's answer: ``compile``, ``stay_eager`` or None (measure more)."""
+
+    verdict: str | None
+    leader: str | None
+    why: str
+
+
+def decide(savings: dict[str, Interval], margin_s: float) -> Call:
+    """The three-way decision from each candidate's saving interval (see the module's text)."""
+    if not savings:
+        return Call("stay_eager", None, "no candidate")
+    leader = max(savings, key=lambda k: savings[k].estimate)
+    proven = [k for k, s in savings.items() if s.low > 0]
+    if proven:
+        best = max(proven, key=lambda k: savings[k].estimate)
+        return Call("compile", best, "its saving's interval lies above zero")
+    if all(s.high < margin_s for s in savings.values()):
+        return Call("stay_eager", leader, "every candidate's saving lies below the tie margin")
+    return Call(None, leader, "the intervals cross zero or the tie margin")
+
+
+def rounds_to_decide(interval: Interval, margin_s: float, rounds: int) -> float | None:
+    """About how many rounds in all would decide a saving measured so far as ``interval`` after
+    ``rounds`` rounds (an interval shrinks as 1/sqrt(rounds)); None when the estimate sits on a
+    boundary and no number of rounds can be promised."""
+    half = (interval.high - interval.low) / 2
+    if not math.isfinite(half) or half <= 0:
+        return None
+    # the nearer decision: above zero (compile) or below the margin (a tie or a loss)
+    distance = max(interval.estimate - 0.0, margin_s - interval.estimate)
+    if distance <= 0:
+        return None
+    return rounds * (half / distance) ** 2
+
+
+def pooled_log_se(values: Sequence[float]) -> float:
+    """Standard error of the mean of ``values`` on the log scale (0 for fewer than two)."""
+    logs = [math.log(v) for v in values if v > 0]
+    if len(logs) < 2:
+        return 0.0
+    m = sum(logs) / len(logs)
+    return math.sqrt(sum((v - m) ** 2 for v in logs) / (len(logs) - 1) / len(logs))

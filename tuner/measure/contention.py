@@ -1,0 +1,57 @@
+"""Whether the machine let a process run: how long its threads waited for a core while it was timed.
+
+Linux keeps, per thread, the time it spent runnable but waiting on a run queue
+(``/proc/self/task/*/schedstat``, second field, nanoseconds). On a quiet machine a trial's threads
+barely wait; when another job shares the cores they wait a large share of the time, and the step
+times of that process say more about the other job than about the config. Confirmation reads
+this share from every process and calls a verdict measured on a busy machine undecided
+(tuner/decide/confirm.py), as pyperf warns that a result "may be unstable".
+"""
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+_TASKS = Path("/proc/self/task")
+
+
+def _waited_ns() -> int | None:
+    """Nanoseconds this process's threads have spent waiting for a core so far (None off Linux)."""
+    try:
+        total = 0
+        for task in _TASKS.iterdir():
+            try:
+                total += int((task / "schedstat").read_text().split()[1])
+            except (OSError, IndexError, ValueError):
+                continue  # a thread that ended between the listing and the read
+        return total
+    except OSError:
+        return None
+
+
+class CoreWait:
+    """``with CoreWait(threads) as w: ...``; then ``w.figures()``: the share of the block's wall
+    time its ``threads`` threads spent waiting for a core, and the load average at its end."""
+
+    def __init__(self, threads: int) -> None:
+        self.threads = max(1, threads)
+        self.share: float | None = None
+        self.load: float | None = None
+
+    def __enter__(self) -> CoreWait:
+        self._start, self._waited = time.perf_counter_ns(), _waited_ns()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        wall = time.perf_counter_ns() - self._start
+        waited = _waited_ns()
+        if self._waited is not None and waited is not None and wall > 0:
+            self.share = max(0.0, (waited - self._waited) / (wall * self.threads))
+        try:
+            self.load = os.getloadavg()[0]
+        except OSError:
+            self.load = None
+
+    def figures(self) -> dict[str, float | None]:
+        return {"core_wait_share": self.share, "load_average": self.load}
