@@ -36,6 +36,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import math
 import os
 import platform
 import shutil
@@ -148,6 +149,25 @@ def per_round(rnd: dict) -> dict:
     return out
 
 
+#: Student's t, 0.975 quantile, by degrees of freedom (a table: this script imports none of the tuner's statistics)
+T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228,
+        12: 2.179, 15: 2.131, 20: 2.086, 30: 2.042}
+
+
+def t975(df: int) -> float:
+    return T975.get(df) or T975[max(k for k in T975 if k <= df)] if df <= 30 else 1.96
+
+
+def interval95(speedups: list[float]) -> list[float] | None:
+    """The 95 % t-interval of the speedup over the rounds (each round's speedup one sample, log scale)."""
+    logs = [math.log(s) for s in speedups if s and s > 0]
+    if len(logs) < 2:
+        return None
+    mean, sd = statistics.fmean(logs), statistics.stdev(logs)
+    half = t975(len(logs) - 1) * sd / math.sqrt(len(logs))
+    return [round(math.exp(mean - half), 4), round(math.exp(mean + half), 4)]
+
+
 def _span(values: list[float | None]) -> tuple[float | None, float | None]:
     v = [x for x in values if x is not None]
     return (min(v), max(v)) if v else (None, None)
@@ -168,6 +188,7 @@ def summarize(rounds: list[dict], plan: dict) -> dict:
          "in_process_speedup": statistics.median(ips) if (ips := [f["in_process_speedup"] for f in figs
                                                                  if f["in_process_speedup"] is not None]) else None}
     s["speedup_min"], s["speedup_max"] = _span([f["speedup"] for f in figs])
+    s["speedup_interval"] = interval95([f["speedup"] for f in figs if f["speedup"] is not None])
     s["beside_min"], s["beside_max"] = _span([f["beside_over_alone"] for f in figs])
     s["in_process_min"], s["in_process_max"] = _span([f["in_process_speedup"] for f in figs])
     med = [f["speedup_median"] for f in figs if f["speedup_median"] is not None]
@@ -177,9 +198,9 @@ def summarize(rounds: list[dict], plan: dict) -> dict:
     ref = plan.get("reference")
     s["confirmed_min"], s["confirmed_max"] = ref if ref else (None, None)
     s["inside"], s["outside_by"] = _inside(s["remeasured_speedup"], ref)
-    # The done-when of a re-measure: inside the confirmed range, or off it by no more than the noise floor.
-    s["agrees"] = None if s["inside"] is None else bool(
-        s["inside"] or (s["noise_floor"] is not None and abs(s["outside_by"]) <= s["noise_floor"]))
+    # The done-when of a re-measure: its own 95 % interval overlaps the tuner's
+    mine = s["speedup_interval"]
+    s["agrees"] = None if not ref or not mine else not (mine[1] < ref[0] or ref[1] < mine[0])
     return s
 
 
@@ -309,9 +330,9 @@ def _note_machine(plan: dict, info: dict, base: dict) -> None:
 
 
 def to_json(s: dict, plan: dict, info: dict, rounds: list[dict], args: argparse.Namespace) -> dict:
-    keys = ("remeasured_speedup", "speedup_min", "speedup_max", "noise_floor", "noise_floor_median",
-            "eager_beside_over_alone", "beside_min", "beside_max", "in_process_speedup", "confirmed_min",
-            "confirmed_max", "inside", "agrees", "outside_by", "eager_step_s", "compiled_step_s")
+    keys = ("remeasured_speedup", "speedup_min", "speedup_max", "speedup_interval", "noise_floor",
+            "noise_floor_median", "eager_beside_over_alone", "beside_min", "beside_max", "in_process_speedup",
+            "confirmed_min", "confirmed_max", "inside", "agrees", "outside_by", "eager_step_s", "compiled_step_s")
     out = {k: s[k] for k in keys}
     out.update(rounds=args.rounds, steps=args.steps, threads=info["threads"], torch=info["torch"],
                machine=info["machine"], workload=args.workload, results=args.results, verdict=plan["verdict"],

@@ -86,18 +86,19 @@ def read_verdict(results: Path) -> dict:
     cfg = data.get("config") or {}
     if plan["verdict"] == "compile" and cfg.get("target") != "none":
         plan.update(config=str(path), label=_label(cfg), compile_optimizer=bool(cfg.get("compile_optimizer")))
-        rng = measured.get("speedup_range") or [measured.get("speedup_vs_eager")] * 2
+        rng = measured.get("speedup_interval") or [measured.get("speedup_vs_eager")] * 2
         plan["reference"] = rng if None not in rng else None
-        plan["reference_what"] = "confirmed range" if measured.get("speedup_range") else "unconfirmed search figure"
+        plan["reference_what"] = ("confirmed 95 % interval" if measured.get("speedup_interval")
+                                  else "unconfirmed search figure")
     else:
         best = best_compiled_from_csv(results, measured.get("best_compiled"))
         if best is not None:
             plan.update(config=best, label=measured.get("best_compiled"),
                         compile_optimizer=best["compile_optimizer"])
         point = measured.get("best_compiled_speedup")
-        rng = measured.get("best_compiled_speedup_range") or [point, point]
+        rng = measured.get("speedup_interval") or [point, point]
         plan["reference"] = rng if None not in rng and best is not None else None
-        plan["reference_what"] = ("best compiled config's confirmed range (stay eager)" if measured.get("confirmed")
+        plan["reference_what"] = ("best compiled config's confirmed 95 % interval" if measured.get("confirmed")
                                   else "best compiled config's search figure (stay eager)")
     return plan
 

@@ -124,25 +124,24 @@ def table(names: list[str]) -> str:
     lines = [f"Measured on {_machine()}; torch "
              f"{(rows[0]['tuned_on'].get('torch') if rows else '?')}, threads "
              f"{(rows[0]['tuned_on'].get('threads') if rows else '?')}. `python benchmarks/zoo.py` rebuilds it.", "",
-             "| model | date, commit | task, budget | verdict | confirmed speedup (range) | noise floor (run) | re-measured speedup "
-             "(range) | noise floor (re-measure) | inside? | in one process (search; re-measure) | time to verdict "
-             "| phases | peak memory |",
+             "| model | date, commit | task, budget | verdict | confirmed speedup (95 % interval) | spread (run) | "
+             "re-measured speedup (95 % interval) | noise floor (re-measure) | agree? | in one process (search; "
+             "re-measure) | time to verdict | phases | peak memory |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         m, rm, ph = r["m"], r["rm"], r["phases"]
-        rng = m.get("speedup_range") or [None, None]
-        best_rng = m.get("best_compiled_speedup_range") or [None, None]
+        rng = m.get("speedup_interval") or [None, None]
         confirmed = f"{_x(m.get('speedup_vs_eager'))} ({_x(rng[0])}-{_x(rng[1])})" if m.get("speedup_vs_eager") else (
             f"best compiled {m.get('best_compiled') or '-'}: {_x(m.get('best_compiled_speedup'))} "
-            f"({_x(best_rng[0])}-{_x(best_rng[1])})")
-        re_ = (f"{_x(rm.get('remeasured_speedup'))} ({_x(rm.get('speedup_min'))}-{_x(rm.get('speedup_max'))})"
-               if rm else "-")
+            f"({_x(rng[0])}-{_x(rng[1])})")
+        theirs = rm.get("speedup_interval") or [None, None]
+        re_ = f"{_x(rm.get('remeasured_speedup'))} ({_x(theirs[0])}-{_x(theirs[1])})" if rm else "-"
         phase_text = ", ".join(f"{k} {v:.0f} s" for k, v in ph.items() if k not in ("total",) and v >= 1)
         memory = m.get("peak_memory_mb") or m.get("eager_peak_memory_mb") or _eager_memory(OUT / r["name"])
         lines.append(
             f"| {r['name']} | {r['run'].get('date', '?')}, `{r['run'].get('commit', '?')}` | "
             f"{r['run']['task']}, {r['run']['budget']} | {r['verdict']} | {confirmed} | "
-            f"{_pct(m.get('noise_floor'))} | {re_} | {_pct(rm.get('noise_floor'))} | "
+            f"{_pct(m.get('spread'))} | {re_} | {_pct(rm.get('noise_floor'))} | "
             f"{_agrees(rm)} | {_x(m.get('search_speedup_in_process'))}; "
             f"{_x(rm.get('in_process_speedup'))} | {r['run']['wall_s'] / 60:.1f} min | {phase_text} | "
             f"{'-' if memory is None else f'{memory:.0f} MB'} |")
@@ -159,13 +158,12 @@ def _eager_memory(results: Path) -> float | None:
 
 
 def _agrees(rm: dict) -> str:
-    """Whether the re-measure confirms the run: inside its range, within the noise floor, or not."""
+    """Whether the re-measure confirms the run: "yes" only where the two 95 % intervals overlap."""
     if not rm or rm.get("agrees") is None:
         return "-"
-    if rm.get("inside"):
-        return "yes"
-    off = f"{abs(rm['outside_by']) * 100:.1f} % off"
-    return f"within noise ({off})" if rm["agrees"] else f"no ({off})"
+    if rm["agrees"]:
+        return "yes" + ("" if rm.get("inside") else " (intervals overlap; its point outside)")
+    return f"no ({abs(rm['outside_by']) * 100:.1f} % off)"
 
 
 def _machine() -> str:

@@ -19,5 +19,5 @@ def test_the_summary_says_an_unconfirmed_verdict_is_unconfirmed_and_why():
                            "measured": {"confirmed": False, "unconfirmed_because": "--confirm 0", "total_time_s": 9.0}},
                           "out")
     assert "[unconfirmed: --confirm 0]" in eager.splitlines()[0]
-    confirmed = dict(measured, confirmed=True, confirm_rounds=3, speedup_range=[1.4, 1.6], reason="beats eager")
+    confirmed = dict(measured, confirmed=True, confirm_rounds=3, speedup_interval=[1.4, 1.6], reason="beats eager")
     assert "unconfirmed" not in _verdict_text({"verdict": "compile", "config": {}, "measured": confirmed}, "out")

@@ -56,17 +56,20 @@ def test_remeasure_end_to_end_on_a_tiny_tuned_mlp(workloads, tmp_path):
     assert "re-measured" in proc.stdout and "noise floor" in proc.stdout
 
 
-def test_a_confirmed_compile_verdict_is_compared_with_its_range(tmp_path):
+def test_a_confirmed_compile_verdict_is_compared_with_its_interval(tmp_path):
     remeasure = _module()
     (tmp_path / "best_config.yaml").write_text(yaml.safe_dump({
         "verdict": "compile", "config": {"target": "whole", "backend": "inductor"},
-        "measured": {"confirmed": True, "speedup_vs_eager": 1.25, "speedup_range": [1.18, 1.31]},
+        "measured": {"confirmed": True, "speedup_vs_eager": 1.25, "speedup_interval": [1.18, 1.31]},
         "tuned_on": {"threads": 3, "task": "train", "device": "cpu"}}))
     plan = remeasure.read_verdict(tmp_path)
     assert plan["config"] == str(tmp_path / "best_config.yaml") and plan["reference"] == [1.18, 1.31]
     assert remeasure._inside(1.23, plan["reference"]) == (True, 0.0)
     inside, off = remeasure._inside(1.40, plan["reference"])
     assert inside is False and abs(off - (1.40 / 1.31 - 1)) < 1e-9
+    # the re-measure's own 95 % interval: a t-interval over its rounds' speedups
+    lo, hi = remeasure.interval95([1.20, 1.24, 1.22])
+    assert lo < 1.22 < hi and hi / lo < 1.15 and remeasure.interval95([1.2]) is None
     base = remeasure._settings(remeasure.parse_args(["m.py", "--results", str(tmp_path)]), plan)
     assert base["threads"] == 3 and base["task"] == "train"
 

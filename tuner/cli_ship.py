@@ -34,8 +34,9 @@ def export_command(argv: list[str]) -> int:
         raise TunerError(f"{args.dir}: no such folder or file",
                          "give the output folder of a compile-tune run (--out) or its best_config.yaml")
     tuned = load_tuned_config(path)
+    words = tuned.verdict.replace("_", " ")
     label = (f"compile with {tuned.config.describe()}" if tuned.verdict == "compile"
-             else "stay eager (this export does not compile)")
+             else f"{words}: eager (this export does not compile)")
     text, header = render(tuned.to_dict(), args.to, source=str(path), label=label)
     if args.output:
         Path(args.output).write_text(text)
