@@ -204,10 +204,10 @@ def test_a_budget_cuts_the_search_and_the_confirmation_and_says_so(tmp_path, wor
     # not; no look decided a 2 % lead measured at +-30 %.
     result, best, study, lines = run_on_fake_clock(tmp_path, workloads, spaces, monkeypatch, 115.0)
     record = study.user_attrs[BUDGET_ATTR]
-    assert record["cut_short"] == {"search": "5 of 8 trials", "confirmation": "3 of 12 rounds"}
-    assert best["measured"]["confirmed"] is True and best["measured"]["confirm_cut_short"] == "3 of 12 rounds"
+    assert record["cut_short"] == {"search": "5 of 8 trials", "confirmation": "3 of 18 rounds"}
+    assert best["measured"]["confirmed"] is True and best["measured"]["confirm_cut_short"] == "3 of 18 rounds"
     assert best["verdict"] == "undecided"
-    note = "budget 1m 55s: used 1m 49s; cut short: search (5 of 8 trials), confirmation (3 of 12 rounds)"
+    note = "budget 1m 55s: used 1m 49s; cut short: search (5 of 8 trials), confirmation (3 of 18 rounds)"
     assert note in result.run.notes, result.run.notes
     phases = study.user_attrs[PHASE_ATTR]
     assert phases["baselines"] == 20.0 and phases["search"] == 50.0
@@ -216,7 +216,7 @@ def test_a_budget_cuts_the_search_and_the_confirmation_and_says_so(tmp_path, wor
     assert "total 1m 49s" in result.timing, result.timing
     report = (tmp_path / "out" / "report.md").read_text()
     assert "Where the run's time went" in report and "cut short: search (5 of 8 trials)" in report
-    assert "Confirmation was cut short by the --budget (3 of 12 rounds)" in report
+    assert "Confirmation was cut short by the --budget (3 of 18 rounds)" in report
 
 
 def test_when_no_confirmation_round_fits_the_verdict_is_unconfirmed_and_says_why(tmp_path, workloads, spaces,

@@ -74,7 +74,7 @@ def _search_arguments(g) -> None:
     _add(g, "--confirm", "re-measure the top K configs with eager and plain compile before deciding; 0 skips",
          type=int, metavar="K")
     _add(g, "--confirm-rounds", "the most interleaved rounds of fresh processes for --confirm; it stops at the first "
-         "look (after rounds 2, 3, 5, 8, 12, ...) whose 95%% intervals decide", type=int)
+         "look (after rounds 2, 3, 5, 8, 12, 18, ...) whose 95%% intervals decide", type=int)
     _add(g, "--tie-margin", "a saving below this share of eager's total is a tie (stay eager), e.g. 0.02", type=float)
     g.add_argument("--allow-precision-change", action="store_true",
                    help="also search lower precision: bf16 autocast (CPU and GPU) and TF32 matmuls (CUDA, compute "

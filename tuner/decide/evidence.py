@@ -1,8 +1,9 @@
 """What confirmation's processes say: each candidate's record, and the decision weighed from them
 with the measurement model of tuner/decide/stats.py.
 
-A process whose threads waited for a core more than :data:`CROWDED` of its timed wall time
-(tuner/measure/contention.py) measured another job as much as its config: it is left out of the
+A process whose threads waited for a core, or whose machine's time the hypervisor gave to other
+guests (steal), more than :data:`CROWDED` of its timed wall time (tuner/measure/contention.py)
+measured another job as much as its config: it is left out of the
 model, and when more than :data:`BUSY` of the processes were crowded the verdict is
 ``undecided``: the machine was busy.
 """
@@ -55,6 +56,8 @@ class Record:
             self.failures.append((result.get("failure") or {}).get("category", "failed"))
             return
         wait, load = result.get("core_wait_share"), result.get("load_average")
+        if wait is not None and result.get("steal_share") is not None:
+            wait += float(result["steal_share"])  # the hypervisor ran another guest: as good as waiting
         if wait is not None:
             self.waits.append(float(wait))
         if load is not None:
@@ -109,6 +112,44 @@ def weigh(records: dict[str, Record], scoring: Scoring, looks: int, tie_margin: 
         return {**base, "verdict": "stay_eager", "choice": EAGER.to_dict(),
                 "reason": f"no finalist was confirmed ({why})",
                 "candidates": [_eager_summary(eager, e_step, eager_total)]}
+    f = _figures(records, ok, scoring, looks, confidence, tie_margin)
+    call = stats.decide(f.savings, tie_margin * f.eager_total)
+    leader = call.leader or max(f.savings, key=lambda k: f.savings[k].estimate)
+    decision = {**base, "spread": f.model.sigma, "spread_df": f.model.df, "look_confidence": f.level, "looks": looks,
+                "candidates": [_eager_summary(eager, e_step, eager_total), *f.summaries.values(),
+                               *(_failed_summary(r) for r in compiled if r not in ok)],
+                "trailing": [k for k in f.savings if k not in (leader, PLAIN_COMPILE.key())
+                             and f.savings[k].high < f.savings[leader].low]}
+    decision.update(_verdict(call.verdict, leader, f, machine, eager))
+    return decision
+
+
+@dataclass
+class _Figures:
+    """What the model says of each candidate that ran cleanly, at one look."""
+
+    records: dict[str, Record]
+    scoring: Scoring
+    model: stats.ProcessModel
+    level: float
+    costs: dict[str, stats.Cost]
+    speedups: dict[str, stats.Interval]
+    savings: dict[str, stats.Interval]
+    summaries: dict[str, dict]
+    e_step: float
+    se_log: float
+    tie_margin: float
+
+    @property
+    def eager_total(self) -> float:
+        return self.scoring.steps * self.e_step
+
+
+def _figures(records: dict[str, Record], ok: list[Record], scoring: Scoring, looks: int, confidence: float,
+             tie_margin: float) -> _Figures:
+    eager = records[EAGER.key()]
+    e_steps = [s for _, s in eager.steps]
+    e_step = statistics.fmean(e_steps)
     model = stats.fit(stats.Sample(r.key, rnd, s) for r in [eager, *ok] for rnd, s in r.steps)
     level = stats.look_confidence(confidence, looks, len(ok))
     costs = stats.compile_costs({r.key: r.compile_samples(scoring) for r in ok})
@@ -116,60 +157,53 @@ def weigh(records: dict[str, Record], scoring: Scoring, looks: int, tie_margin: 
     speedups = {r.key: model.speedup(eager.key, r.key, level) for r in ok}
     savings = {r.key: stats.saving(model, eager.key, r.key, scoring.steps, e_step, se_log, costs[r.key], level,
                                    base_df=len(e_steps) - 1) for r in ok}
-    call = stats.decide(savings, tie_margin * eager_total)
     summaries = {r.key: _summary(r, speedups[r.key], savings[r.key], costs[r.key], e_step, scoring.steps)
                  for r in ok}
-    leader = call.leader or max(savings, key=lambda k: savings[k].estimate)
-    decision = {**base, "spread": model.sigma, "spread_df": model.df, "look_confidence": level, "looks": looks,
-                "candidates": [_eager_summary(eager, e_step, eager_total), *summaries.values(),
-                               *(_failed_summary(r) for r in compiled if r not in ok)],
-                "trailing": [k for k in savings if k not in (leader, PLAIN_COMPILE.key())
-                             and savings[k].high < savings[leader].low]}
-    margin = f"{tie_margin:.0%}"
+    return _Figures(records, scoring, model, level, costs, speedups, savings, summaries, e_step, se_log, tie_margin)
+
+
+def _verdict(verdict: str | None, leader: str, f: _Figures, machine: dict, eager: Record) -> dict[str, Any]:
+    """The verdict, its choice and its reason, in words that match what was measured."""
+    margin = f"{f.tie_margin:.0%}"
+    label = f.records[leader].config.describe()
     if machine["busy"]:
-        decision.update(verdict="undecided", choice=EAGER.to_dict(), best=summaries[leader],
-                        reason=f"the machine was busy: {machine['crowded']} of {machine['processes']} processes waited "
-                               f"for a core over {CROWDED:.0%} of their timing (load average "
-                               f"{machine.get('load') or '?'}); measure again on a quiet machine")
-        return decision
-    if call.verdict == "compile":
-        chosen, reason = _simpler(records, call.leader or leader, model, costs, savings, speedups, scoring, se_log,
-                                  level, e_step)
-        decision.update(verdict="compile", choice=records[chosen].config.to_dict(), best=summaries[chosen],
-                        reason=reason)
-        return decision
-    best = savings[leader]
-    words = _saving_words(best, eager_total)
-    if call.verdict == "stay_eager":
-        why = (f"the best config ({records[leader].config.describe()}) is slower than eager: {words}"
-               if best.high < 0 else
-               f"a tie within {margin}: the best config ({records[leader].config.describe()}) {words}, less than "
-               f"the {margin} of eager's total that compiling must save")
-        decision.update(verdict="stay_eager", choice=EAGER.to_dict(), best=summaries[leader], reason=why)
-        return decision
-    need = stats.rounds_to_decide(best, tie_margin * eager_total, max((r for r, _ in eager.steps), default=0) + 1)
-    decision.update(verdict="undecided", choice=EAGER.to_dict(), best=summaries[leader],
-                    reason=f"could not tell: the best config ({records[leader].config.describe()}) {words}, an "
-                           f"interval that holds both a saving and a tie within {margin}",
-                    to_decide={"rounds": math.ceil(need) if need else None})
-    return decision
+        return {"verdict": "undecided", "choice": EAGER.to_dict(), "best": f.summaries[leader],
+                "reason": f"the machine was busy: {machine['crowded']} of {machine['processes']} processes waited "
+                          f"for a core over {CROWDED:.0%} of their timing (load average "
+                          f"{machine.get('load') or '?'}); measure again on a quiet machine"}
+    if verdict == "compile":
+        chosen, reason = _simpler(leader, f)
+        return {"verdict": "compile", "choice": f.records[chosen].config.to_dict(), "best": f.summaries[chosen],
+                "reason": reason}
+    best = f.savings[leader]
+    words = _saving_words(best, f.eager_total)
+    if verdict == "stay_eager":
+        why = (f"the best config ({label}) is slower than eager: {words}" if best.high < 0 else
+               f"a tie within {margin}: the best config ({label}) {words}, less than the {margin} of eager's total "
+               "that compiling must save")
+        return {"verdict": "stay_eager", "choice": EAGER.to_dict(), "best": f.summaries[leader], "reason": why}
+    rounds = max((r for r, _ in eager.steps), default=0) + 1
+    need = stats.rounds_to_decide(best, f.tie_margin * f.eager_total, rounds)
+    return {"verdict": "undecided", "choice": EAGER.to_dict(), "best": f.summaries[leader],
+            "reason": f"could not tell: the best config ({label}) {words}, an interval that holds both a saving and "
+                      f"a tie within {margin}",
+            "to_decide": {"rounds": math.ceil(need) if need else None}}
 
 
-def _simpler(records, chosen: str, model, costs, savings, speedups, scoring: Scoring, se_log: float, level: float,
-             e_step: float) -> tuple[str, str]:
+def _simpler(chosen: str, f: _Figures) -> tuple[str, str]:
     """The chosen config and its reason: plain ``torch.compile`` instead of a tuned finalist
     when plain compile is itself a proven win and the finalist is not shown to beat it."""
-    label = records[chosen].config.describe()
-    reason = f"{label} {_saving_words(savings[chosen], scoring.steps * e_step)}"
+    label = f.records[chosen].config.describe()
+    reason = f"{label} {_saving_words(f.savings[chosen], f.eager_total)}"
     plain = PLAIN_COMPILE.key()
-    if chosen == plain or plain not in savings:
+    if chosen == plain or plain not in f.savings:
         return chosen, reason
-    plain_step = e_step / speedups[plain].estimate
-    over = stats.saving(model, plain, chosen, scoring.steps, plain_step, se_log, costs[chosen], level,
-                        base_cost=costs[plain], base_df=max(1, len(records[plain].steps) - 1))
+    plain_step = f.e_step / f.speedups[plain].estimate
+    over = stats.saving(f.model, plain, chosen, f.scoring.steps, plain_step, f.se_log, f.costs[chosen], f.level,
+                        base_cost=f.costs[plain], base_df=max(1, len(f.records[plain].steps) - 1))
     words = f"{over.estimate:+.1f} s ({over.low:+.1f} to {over.high:+.1f} s)"
-    if savings[plain].low > 0 and over.low <= 0:
-        return plain, (f"plain torch.compile {_saving_words(savings[plain], scoring.steps * e_step)}; "
+    if f.savings[plain].low > 0 and over.low <= 0:
+        return plain, (f"plain torch.compile {_saving_words(f.savings[plain], f.eager_total)}; "
                        f"{label} is not shown to beat it ({words} against it): the simpler plain torch.compile")
     return chosen, reason + f"; against plain torch.compile {words}"
 

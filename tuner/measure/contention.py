@@ -1,11 +1,14 @@
-"""Whether the machine let a process run: how long its threads waited for a core while it was timed.
+"""Whether the machine let a process run: how long its threads waited for a core while it was timed,
+and how much of the machine's time its hypervisor gave to other guests.
 
 Linux keeps, per thread, the time it spent runnable but waiting on a run queue
 (``/proc/self/task/*/schedstat``, second field, nanoseconds). On a quiet machine a trial's threads
 barely wait; when another job shares the cores they wait a large share of the time, and the step
 times of that process say more about the other job than about the config. Confirmation reads
 this share from every process and calls a verdict measured on a busy machine undecided
-(tuner/decide/confirm.py), as pyperf warns that a result "may be unstable".
+(tuner/decide/confirm.py), as pyperf warns that a result "may be unstable". On a virtual machine
+the neighbours that share the host are invisible to the run queue; the kernel counts the time
+the hypervisor ran them instead as ``steal`` (``/proc/stat``), read over the same block.
 """
 from __future__ import annotations
 
@@ -14,6 +17,16 @@ import time
 from pathlib import Path
 
 _TASKS = Path("/proc/self/task")
+_STAT = Path("/proc/stat")
+
+
+def _steal_and_total() -> tuple[int, int] | None:
+    """The machine's stolen and total CPU time so far, in clock ticks (None off Linux)."""
+    try:
+        fields = [int(v) for v in _STAT.read_text().split("\n", 1)[0].split()[1:]]
+    except (OSError, ValueError):
+        return None
+    return (fields[7] if len(fields) > 7 else 0), sum(fields[:8])
 
 
 def _waited_ns() -> int | None:
@@ -37,10 +50,11 @@ class CoreWait:
     def __init__(self, threads: int) -> None:
         self.threads = max(1, threads)
         self.share: float | None = None
+        self.steal: float | None = None
         self.load: float | None = None
 
     def __enter__(self) -> CoreWait:
-        self._start, self._waited = time.perf_counter_ns(), _waited_ns()
+        self._start, self._waited, self._stolen = time.perf_counter_ns(), _waited_ns(), _steal_and_total()
         return self
 
     def __exit__(self, *exc) -> None:
@@ -48,10 +62,13 @@ class CoreWait:
         waited = _waited_ns()
         if self._waited is not None and waited is not None and wall > 0:
             self.share = max(0.0, (waited - self._waited) / (wall * self.threads))
+        stolen = _steal_and_total()
+        if self._stolen is not None and stolen is not None and stolen[1] > self._stolen[1]:
+            self.steal = (stolen[0] - self._stolen[0]) / (stolen[1] - self._stolen[1])
         try:
             self.load = os.getloadavg()[0]
         except OSError:
             self.load = None
 
     def figures(self) -> dict[str, float | None]:
-        return {"core_wait_share": self.share, "load_average": self.load}
+        return {"core_wait_share": self.share, "steal_share": self.steal, "load_average": self.load}

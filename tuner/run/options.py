@@ -55,8 +55,8 @@ class TuneOptions:
     compile_cost: str = "cold"
     objective: str = "time"
     confirm: int = 2
-    confirm_rounds: int = 12
-    """The most rounds confirmation may take: it looks after rounds 2, 3, 5, 8 and 12 and stops at the
+    confirm_rounds: int = 18
+    """The most rounds confirmation may take: it looks after rounds 2, 3, 5, 8, 12 and 18 and stops at the
     first look that decides (tuner/decide/stats.py); a clear win or loss stops at round 2."""
     tie_margin: float = 0.02
     """A saving below this share of eager's total is a tie: not worth compiling for."""
