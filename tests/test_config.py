@@ -126,6 +126,34 @@ def test_stay_eager_leaves_the_model_uncompiled(tmp_path):
     assert "forward" not in vars(model)
 
 
+def test_an_undecided_verdict_is_applied_as_eager_even_with_a_compiled_config_in_the_file(tmp_path):
+    model = torch.nn.Linear(4, 4)
+    path = save_tuned_config(TunedConfig(CompileConfig(backend="eager"), verdict="undecided"), tmp_path / "b.yaml")
+    assert load_tuned_config(path).verdict == "undecided"
+    assert tuner.apply_config(model, path) is model and "forward" not in vars(model)
+    mapping = {"verdict": "undecided", "config": {"backend": "eager"}}
+    assert tuner.apply_config(model, mapping) is model and "forward" not in vars(model)
+
+
+@pytest.mark.parametrize("form", ["path", "mapping", "mapping without tuned_on", "CompileConfig"])
+def test_every_form_of_config_pins_the_heap_as_every_trial_was_measured(tmp_path, monkeypatch, form):
+    """The pin's gain is eager's too (measured.heap_gain): a stay-eager user who keeps the call
+    keeps it, and a config handed over as a dict or a CompileConfig pins like the file does."""
+    from tuner.runtime import apply as applying
+    from tuner.system.heap import PINNED_NOTE
+
+    pinned = []
+    monkeypatch.setattr(applying, "pin_glibc_heap", lambda: pinned.append(True))
+    tuned = TunedConfig(CompileConfig(target="none"), verdict="stay_eager",
+                        tuned_on={"heap": PINNED_NOTE, "device": "cpu", "torch": torch.__version__})
+    config = {"path": save_tuned_config(tuned, tmp_path / "b.yaml"), "mapping": tuned.to_dict(),
+              "mapping without tuned_on": {"config": {"target": "none"}}, "CompileConfig": CompileConfig(target="none")}
+    tuner.apply_config(torch.nn.Linear(2, 2), config[form])
+    assert pinned == [True]
+    tuner.apply_config(torch.nn.Linear(2, 2), config[form], pin_heap=False)
+    assert pinned == [True]
+
+
 def test_target_matching_nothing_is_a_config_error():
     with pytest.raises(ConfigError, match="target 'encoder.*' matches no module of Linear"):
         tuner.apply_config(torch.nn.Linear(2, 2), CompileConfig(target="encoder.*", backend="eager"))

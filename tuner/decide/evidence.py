@@ -200,7 +200,7 @@ def _simpler(chosen: str, f: _Figures) -> tuple[str, str]:
         return chosen, reason
     plain_step = f.e_step / f.speedups[plain].estimate
     over = stats.saving(f.model, plain, chosen, f.scoring.steps, plain_step, f.se_log, f.costs[chosen], f.level,
-                        base_cost=f.costs[plain], base_df=max(1, len(f.records[plain].steps) - 1))
+                        base_cost=f.costs[plain], base_df=len(f.records[EAGER.key()].steps) - 1)
     words = f"{over.estimate:+.1f} s ({over.low:+.1f} to {over.high:+.1f} s)"
     if f.savings[plain].low > 0 and over.low <= 0:
         return plain, (f"plain torch.compile {_saving_words(f.savings[plain], f.eager_total)}; "

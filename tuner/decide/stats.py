@@ -15,8 +15,8 @@ largest of two or three eager pairs. A speedup is ``exp(mu_eager - mu_c)``; its 
 t-interval on that log contrast.
 
 **The saving** of a config over eager is ``steps x E x (1 - 1/speedup) - compile`` (``E``: eager's
-mean step, ``compile``: the mean of the config's cold compiles). Its interval combines the three
-uncertainties by the delta method, with Welch-Satterthwaite degrees of freedom.
+mean step, ``compile``: the mean of the config's cold compiles). Its interval maps the speedup's
+through that formula exactly and adds E's and the compile's uncertainty by the MOVER method.
 
 **The decision** (:func:`decide`), with a tie margin ``m`` (a share of eager's total): *compile*
 when the saving's interval lies above zero; *stay eager* when it lies below ``m`` for every
@@ -251,28 +251,41 @@ def saving(model: ProcessModel, base: str, key: str, steps: int, base_step_s: fl
     """``base``'s total minus ``key``'s: ``steps x B x (1 - 1/speedup) - (compile - base's compile)``
     (``B``: base's mean step; eager's, or plain compile's when a finalist is set against it;
     ``base_step_se_log`` its standard error on the log scale, from ``base_df + 1`` processes),
-    with its interval: the delta method over the speedup's, ``B``'s and the compiles' errors,
-    Welch-Satterthwaite degrees of freedom."""
+    with its interval.
+
+    The steps' part is a monotone function of the log speedup, so its interval is the speedup's
+    interval mapped through it, exactly (a linearisation would claim a saving where the speedup's
+    own interval reaches 1.0x). The other parts, B's level and the compiles, are added to it by
+    the MOVER method (Zou and Donner: each part's distance to its own bound, in quadrature), so
+    the saving's interval lies above zero only where the speedup's lies above what the compile
+    costs."""
     d, se_d = model.log_ratio(base, key)
     scale = steps * base_step_s
     compile_s = cost.compile_s - (base_cost.compile_s if base_cost else 0.0)
-    est = scale * (1 - math.exp(-d)) - compile_s
+    gain = scale * (1 - math.exp(-d))
+    est = gain - compile_s
     if model.df < 1:
         return Interval(est, -math.inf, math.inf, confidence)
-    # The speedup's error rests on the model's pooled spread (model.df); B's level on its own
-    # processes (base_df); each compile on the compiles' pooled spread. Welch-Satterthwaite
-    # combines independent estimates only: hence one part per estimate of spread.
-    parts = [((scale * math.exp(-d) * se_d) ** 2, model.df),
-             ((scale * (1 - math.exp(-d)) * base_step_se_log) ** 2, max(1, base_df)),
-             (cost.compile_se ** 2, cost.compile_df)]
+    q = 0.5 + confidence / 2
+    t_d = t_quantile(q, model.df)
+    below = gain - scale * (1 - math.exp(-(d - t_d * se_d)))
+    above = scale * (1 - math.exp(-(d + t_d * se_d))) - gain
+    level = t_quantile(q, max(1, base_df)) * abs(gain) * base_step_se_log
+    compile_half = _compile_half(cost, base_cost, q)
+    return Interval(est, est - math.sqrt(below ** 2 + level ** 2 + compile_half ** 2),
+                    est + math.sqrt(above ** 2 + level ** 2 + compile_half ** 2), confidence)
+
+
+def _compile_half(cost: Cost, base_cost: Cost | None, q: float) -> float:
+    """Half the interval of a compile time (or of a difference of two), Welch-Satterthwaite df."""
+    parts = [(cost.compile_se ** 2, cost.compile_df)]
     if base_cost is not None:
         parts.append((base_cost.compile_se ** 2, base_cost.compile_df))
     var = sum(v for v, _ in parts)
     if var <= 0:
-        return Interval(est, est, est, confidence)
+        return 0.0
     df = var ** 2 / sum(v ** 2 / f for v, f in parts if v > 0)
-    half = t_quantile(0.5 + confidence / 2, df) * math.sqrt(var)
-    return Interval(est, est - half, est + half, confidence)
+    return t_quantile(q, df) * math.sqrt(var)
 
 
 def look_confidence(confidence: float, looks: int, candidates: int) -> float:

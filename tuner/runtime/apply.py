@@ -46,23 +46,7 @@ def apply_config(model, config: CompileConfig | str | Path | Mapping[str, Any], 
         >>> model = tuner.apply_config(model, "results/mlp/best_config.yaml")  # doctest: +SKIP
     """
     tuned = load_tuned_config(config) if isinstance(config, (str, Path)) else None  # read once
-    if tuned is not None:
-        cfg = tuned.config
-        warn_on_environment_mismatch(tuned, config)
-        _warn_on_thread_mismatch(tuned.tuned_on, config)
-        if pin_heap:
-            _pin_heap_as_measured(tuned.tuned_on)
-        if tuned.verdict != "compile":  # stay_eager, or undecided: eager until a measurement decides
-            cfg = EAGER
-    else:
-        cfg = coerce_config(config)
-        tuned_on = config.get("tuned_on") if isinstance(config, Mapping) else None
-        if isinstance(tuned_on, Mapping):
-            _warn_on_thread_mismatch(tuned_on, "the config")
-        if isinstance(config, Mapping) and config.get("verdict") not in (None, "compile"):
-            cfg = EAGER
-        if pin_heap:
-            _pin_heap_as_measured(tuned_on if isinstance(tuned_on, Mapping) else _default_heap(model))
+    cfg = _as_measured(model, config, tuned, pin_heap)
     model = _uncompiled(model)
     if not cfg.compiles:
         return model
@@ -227,6 +211,27 @@ def coerce_config(config) -> CompileConfig:
     if isinstance(config, Mapping):
         return CompileConfig.from_dict(config.get("config", config))
     raise ConfigError(f"expected a CompileConfig, a mapping or a path, got {type(config).__name__}")
+
+
+def _as_measured(model, config, tuned: TunedConfig | None, pin_heap: bool) -> CompileConfig:
+    """The config to apply (eager unless the verdict is ``compile``), after the warnings about
+    where it was tuned and, with ``pin_heap``, glibc's heap pinned as it was measured."""
+    if tuned is not None:
+        warn_on_environment_mismatch(tuned, config)
+        _warn_on_thread_mismatch(tuned.tuned_on, config)
+        if pin_heap:
+            _pin_heap_as_measured(tuned.tuned_on)
+        # stay_eager, or undecided: eager until a measurement decides
+        return tuned.config if tuned.verdict == "compile" else EAGER
+    cfg = coerce_config(config)
+    tuned_on = config.get("tuned_on") if isinstance(config, Mapping) else None
+    if isinstance(tuned_on, Mapping):
+        _warn_on_thread_mismatch(tuned_on, "the config")
+    if pin_heap:
+        _pin_heap_as_measured(tuned_on if isinstance(tuned_on, Mapping) else _default_heap(model))
+    if isinstance(config, Mapping) and config.get("verdict") not in (None, "compile"):
+        return EAGER
+    return cfg
 
 
 def _default_heap(model) -> dict[str, str]:
