@@ -111,7 +111,7 @@ def confirm(finalists: list[CompileConfig], scoring: Scoring, measure: Callable[
         n = len(racing) + 2 + heap_apart
         if r and round_fits is not None and not round_fits(n, ran):
             log(f"  confirmation stopped after round {r}/{rounds}: the next round does not fit in the --budget")
-            decision = _weigh(records, scoring, rounds, looks, tie_margin, walls, r)
+            decision = _weigh(records, scoring, looks, tie_margin, walls, r)
             decision["cut_short"] = f"{r} of {rounds} rounds"
             break
         started = time.monotonic()
@@ -126,7 +126,7 @@ def confirm(finalists: list[CompileConfig], scoring: Scoring, measure: Callable[
         if r + 1 not in looks:
             log(f"  confirmation round {r + 1}/{rounds} done")
             continue
-        decision = _weigh(records, scoring, rounds, looks, tie_margin, walls, r + 1)
+        decision = _weigh(records, scoring, looks, tie_margin, walls, r + 1)
         if decision.get("verdict") in ("compile", "stay_eager") or decision.get("failed"):
             log(f"  confirmation round {r + 1}/{rounds} done: {decision.get('verdict') or 'failed'}")
             break
@@ -139,7 +139,7 @@ def confirm(finalists: list[CompileConfig], scoring: Scoring, measure: Callable[
     return decision
 
 
-def _weigh(records: dict[str, Record], scoring: Scoring, rounds: int, looks: list[int], tie_margin: float,
+def _weigh(records: dict[str, Record], scoring: Scoring, looks: list[int], tie_margin: float,
            walls: list[float], done: int) -> Decision:
     decision: Decision = weigh(records, scoring, looks=len(looks), tie_margin=tie_margin)  # type: ignore[assignment]
     decision["rounds_done"] = done

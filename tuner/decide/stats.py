@@ -52,7 +52,7 @@ def t_quantile(p: float, df: float) -> float:
         raise ValueError(f"p must be in (0, 1), got {p}")
     if p < 0.5:
         return -t_quantile(1 - p, df)
-    if df < 1 or not math.isfinite(df) and df < 0:
+    if df < 1:
         return math.inf
     if p == 0.5:
         return 0.0
@@ -153,9 +153,6 @@ class Interval:
 
     def contains(self, value: float) -> bool:
         return self.low <= value <= self.high
-
-    def as_list(self, digits: int = 4) -> list[float]:
-        return [round(self.low, digits), round(self.high, digits)]
 
 
 @dataclass(frozen=True)
