@@ -36,8 +36,14 @@ def test_confirmed_figures_and_spread_land_in_best_config(tmp_path, workloads):
     m = best["measured"]
     assert m["confirmed"] is True and m["confirm_rounds"] == 2 and m["confidence"] == 0.95
     assert "confirmed: 2 interleaved rounds" in proc.stdout
-    if m["speedup_interval"] is None:  # every finalist failed a process: confirmed, and said so
-        assert best["verdict"] == "stay_eager" and m["reason"].startswith("no finalist was confirmed"), m
+    if m["speedup_interval"] is None:
+        # On this shared VM both of plain compile's processes once waited for a core over 10 % of
+        # their timing (crowded, left out): undecided, the machine was busy. A finalist that failed a
+        # fresh process is a confirmed stay_eager. Either way it says why.
+        if best["verdict"] == "undecided":
+            assert m["reason"].startswith("the machine was busy") and m["machine"]["crowded"] > 0, m
+        else:
+            assert best["verdict"] == "stay_eager" and m["reason"].startswith("no finalist was confirmed"), m
         return
     lo, hi = m["speedup_interval"]
     assert lo <= m["speedup"] <= hi and m["spread"] >= 0 and m["spread_df"] >= 1

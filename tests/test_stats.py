@@ -147,6 +147,19 @@ def test_a_busy_machine_makes_the_verdict_undecided_and_says_so():
     assert d["machine"]["busy"] and d["machine"]["crowded"] > 0.25 * d["machine"]["processes"]
 
 
+def test_compiled_processes_that_were_all_crowded_are_undecided_not_failed():
+    # Seen in a test run on a shared VM: both of plain compile's processes waited for a core, eager's
+    # did not all; nothing failed, so neither "no finalist was confirmed" nor "over the memory bound".
+    def crowded_compiles(cfg, label, round_=0, heap=None):
+        return {"status": "ok", "step_s": 0.01, "step_mean_s": 0.01, "compile_time_s": 1.0 if cfg.compiles else 0.0,
+                "peak_memory_mb": 10.0, "core_wait_share": 0.4 if cfg.compiles else 0.01, "load_average": 2.0}
+
+    d = confirm([], Scoring(steps=1000, eager_step_s=0.01), crowded_compiles, rounds=2, log=lambda line: None,
+                heap_apart=False)
+    assert d["verdict"] == "undecided" and d["reason"].startswith("the machine was busy"), d["reason"]
+    assert d["choice"] == EAGER.to_dict() and "best" not in d
+
+
 def test_a_clear_loser_is_dropped_from_the_race():
     d, m = race({PLAIN_COMPILE.key(): 1.02, TUNED.key(): 1.03, OTHER.key(): 0.5}, spread=0.05, seed=6,
                 finalists=(TUNED, OTHER), compile_s=1.0, rounds=8)

@@ -106,6 +106,10 @@ def weigh(records: dict[str, Record], scoring: Scoring, looks: int, tie_margin: 
     heap = _heap(records, confidence)
     if heap:
         base["heap"] = heap
+    if not ok and not any(r.failures for r in compiled) and any(r.crowded and not r.steps for r in compiled):
+        # no compiled process ran uncrowded: nothing failed, the machine measured other work
+        return {**base, "verdict": "undecided", "choice": EAGER.to_dict(), "reason": _busy(machine),
+                "candidates": [_eager_summary(eager, e_step, eager_total)]}
     if not ok:
         failed = [r for r in compiled if r.failures]
         why = f"failures in fresh processes: {_failures(failed)}" if failed else "over the memory bound"
@@ -168,9 +172,7 @@ def _verdict(verdict: str | None, leader: str, f: _Figures, machine: dict, eager
     label = f.records[leader].config.describe()
     if machine["busy"]:
         return {"verdict": "undecided", "choice": EAGER.to_dict(), "best": f.summaries[leader],
-                "reason": f"the machine was busy: {machine['crowded']} of {machine['processes']} processes waited "
-                          f"for a core over {CROWDED:.0%} of their timing (load average "
-                          f"{machine.get('load') or '?'}); measure again on a quiet machine"}
+                "reason": _busy(machine)}
     if verdict == "compile":
         chosen, reason = _simpler(leader, f)
         return {"verdict": "compile", "choice": f.records[chosen].config.to_dict(), "best": f.summaries[chosen],
@@ -265,6 +267,12 @@ def _machine(records: list[Record]) -> dict[str, Any]:
     return {"processes": processes, "crowded": crowded, "busy": processes > 0 and crowded > BUSY * processes,
             "load": round(max(loads), 2) if loads else None,
             "core_wait_median": round(statistics.median(waits), 4) if waits else None}
+
+
+def _busy(machine: dict[str, Any]) -> str:
+    return (f"the machine was busy: {machine['crowded']} of {machine['processes']} processes waited for a core "
+            f"over {CROWDED:.0%} of their timing (load average {machine.get('load') or '?'}); "
+            "measure again on a quiet machine")
 
 
 def _over_memory(r: Record, scoring: Scoring) -> bool:
