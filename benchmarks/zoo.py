@@ -8,8 +8,8 @@ beside a compiled model over eager alone (the bias of in-process figures), time 
 to the verdict and peak memory. The table is written as Markdown with the date, commit, torch
 and machine of the run, since a verdict holds only there.
 
-    python benchmarks/zoo.py                       # every model, its table into docs/zoo.md
-    python benchmarks/zoo.py resnet50 vit_b16 --budget 6m --rounds 2
+    python benchmarks/zoo.py                       # every model twice, its table into docs/zoo.md
+    python benchmarks/zoo.py resnet50 vit_b16 --budget 6m --rounds 4 --repeat 1
     python benchmarks/zoo.py --table-only          # rebuild the table from results/zoo/
 """
 from __future__ import annotations
@@ -30,8 +30,17 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 ZOO = ROOT / "benchmarks" / "zoo"
 OUT = ROOT / "results" / "zoo"
-#: Re-measure steps per process: enough for 100 at a fast step, about 30 s of timing at a slow one.
-MAX_TIMED_S = 30.0
+#: Re-measure steps per process: enough for 100 at a fast step, about 10 s of timing at a slow one.
+#: Processes differ far more than the steps inside one, so rounds buy a re-measure's precision,
+#: not longer processes.
+MAX_TIMED_S = 10.0
+#: Runs of each model: the second tells whether a verdict repeats.
+REPEAT = 2
+
+
+def run_id(name: str, run: int) -> str:
+    """``bert_serve`` for a model's first run, ``bert_serve~2`` for its second."""
+    return name if run == 1 else f"{name}~{run}"
 
 
 def constants(path: Path) -> dict:
@@ -40,45 +49,48 @@ def constants(path: Path) -> dict:
     return {"task": found.get("TASK", "infer"), "budget": found.get("BUDGET", "8m")}
 
 
-def tune(name: str, budget: str | None) -> dict:
+def tune(name: str, budget: str | None, run: int = 1) -> dict:
     path = ZOO / f"{name}.py"
     c = constants(path)
-    out = OUT / name
+    rid = run_id(name, run)
+    out = OUT / rid
     # A new user's run: a study of an earlier run (or an older measurement) is not resumed
     shutil.rmtree(out, ignore_errors=True)
-    (OUT / f"{name}.remeasure.json").unlink(missing_ok=True)
+    (OUT / f"{rid}.remeasure.json").unlink(missing_ok=True)
     cmd = [str(Path(sys.executable).with_name("compile-tune")), str(path), "--budget", budget or c["budget"],
            "--task", c["task"], "--out", str(out), "--no-progress"]
     began = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
     wall = time.perf_counter() - began
     out.mkdir(parents=True, exist_ok=True)
-    (OUT / f"{name}.log").write_text(proc.stdout + "\n--- stderr ---\n" + proc.stderr)
-    record = {"name": name, "command": " ".join(["compile-tune", f"benchmarks/zoo/{name}.py", *cmd[2:6]]),
+    (OUT / f"{rid}.log").write_text(proc.stdout + "\n--- stderr ---\n" + proc.stderr)
+    record = {"name": name, "run": run, "command": " ".join(["compile-tune", f"benchmarks/zoo/{name}.py", *cmd[2:6]]),
               "commit": _commit(), "date": datetime.date.today().isoformat(),
               "rc": proc.returncode, "wall_s": wall, "task": c["task"], "budget": budget or c["budget"]}
-    (OUT / f"{name}.run.json").write_text(json.dumps(record, indent=1))
+    (OUT / f"{rid}.run.json").write_text(json.dumps(record, indent=1))
     return record
 
 
 def _commit() -> str:
     """The commit whose code a row measured, marked when the working tree differed from it."""
-    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT).stdout.strip()
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                          cwd=ROOT).stdout.strip()
     dirty = subprocess.run(["git", "status", "--porcelain", "--", "tuner"], capture_output=True, text=True,
                            cwd=ROOT).stdout.strip()
     return head + ("+changes" if dirty else "")
 
 
-def remeasure(name: str, rounds: int) -> dict | None:
-    results = OUT / name
+def remeasure(name: str, rounds: int, run: int = 1) -> dict | None:
+    rid = run_id(name, run)
+    results = OUT / rid
     best = yaml.safe_load((results / "best_config.yaml").read_text())
     step_ms = (best.get("measured") or {}).get("eager_step_time_ms") or 100.0
     steps = int(max(30, min(100, MAX_TIMED_S / (step_ms / 1e3))))
-    out = OUT / f"{name}.remeasure.json"
+    out = OUT / f"{rid}.remeasure.json"
     cmd = [sys.executable, str(ROOT / "benchmarks" / "remeasure.py"), str(ZOO / f"{name}.py"), "--results",
            str(results), "--rounds", str(rounds), "--steps", str(steps), "--json", str(out)]
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
-    (OUT / f"{name}.remeasure.log").write_text(proc.stdout + "\n--- stderr ---\n" + proc.stderr)
+    (OUT / f"{rid}.remeasure.log").write_text(proc.stdout + "\n--- stderr ---\n" + proc.stderr)
     return json.loads(out.read_text()) if out.exists() else None
 
 
@@ -92,17 +104,42 @@ def phases(results: Path) -> dict:
     return optuna.load_study(study_name=names[0], storage=storage).user_attrs.get("phase_seconds") or {}
 
 
-def row(name: str) -> dict:
-    run = json.loads((OUT / f"{name}.run.json").read_text())
-    best = yaml.safe_load((OUT / name / "best_config.yaml").read_text())
+def row(rid: str) -> dict:
+    name = rid.split("~")[0]
+    run = json.loads((OUT / f"{rid}.run.json").read_text())
+    best = yaml.safe_load((OUT / rid / "best_config.yaml").read_text())
     m = best.get("measured") or {}
-    rm_path = OUT / f"{name}.remeasure.json"
-    rm = json.loads(rm_path.read_text()) if rm_path.exists() else {}
+    rm = _remeasure_of(rid, best)
     label = best.get("verdict", "?")
     if best.get("verdict") == "compile":
         label = f"compile: {_label(best)}"
-    return {"name": name, "run": run, "verdict": label, "m": m, "rm": rm, "phases": phases(OUT / name),
-            "tuned_on": best.get("tuned_on") or {}}
+    return {"name": name if run.get("run", 1) == 1 else f"{name} (run {run['run']})", "rid": rid, "run": run,
+            "verdict": label, "m": m, "rm": rm, "phases": phases(OUT / rid), "tuned_on": best.get("tuned_on") or {}}
+
+
+def _remeasure_of(rid: str, best: dict) -> dict:
+    """The run's own re-measure, else another run's of the same model that re-measured the same config
+    (the re-measure checks a config, so one serves every run that chose it)."""
+    name = rid.split("~")[0]
+    wanted = _compared_config(best)
+    for path in [OUT / f"{rid}.remeasure.json", *sorted(OUT.glob(f"{name}*.remeasure.json"))]:
+        if not path.exists() or not path.name.startswith((f"{name}.", f"{name}~")):
+            continue
+        rm = json.loads(path.read_text())
+        other = path.name.removesuffix(".remeasure.json")
+        if other == rid or (wanted and wanted == _compared_config(yaml.safe_load(
+                (OUT / other / "best_config.yaml").read_text()))):
+            return {**rm, "shared_from": None if other == rid else other}
+    return {}
+
+
+def _compared_config(best: dict) -> str | None:
+    """The config a re-measure of this verdict times: the chosen one, or the best compiled one."""
+    from tuner.core.config import CompileConfig
+
+    if best.get("verdict") == "compile":
+        return CompileConfig.from_dict(best.get("config") or {}).describe()
+    return (best.get("measured") or {}).get("best_compiled")
 
 
 def _label(best: dict) -> str:
@@ -119,8 +156,9 @@ def _pct(v) -> str:
     return "-" if v is None else f"{float(v) * 100:.1f} %"
 
 
-def table(names: list[str]) -> str:
-    rows = [row(n) for n in names if (OUT / f"{n}.run.json").exists() and (OUT / n / "best_config.yaml").exists()]
+def table(names: list[str], repeat: int = REPEAT) -> str:
+    ids = [run_id(n, k) for n in names for k in range(1, max(repeat, 1) + 1)]
+    rows = [row(i) for i in ids if (OUT / f"{i}.run.json").exists() and (OUT / i / "best_config.yaml").exists()]
     lines = [f"Measured on {_machine()}; torch "
              f"{(rows[0]['tuned_on'].get('torch') if rows else '?')}, threads "
              f"{(rows[0]['tuned_on'].get('threads') if rows else '?')}. `python benchmarks/zoo.py` rebuilds it.", "",
@@ -134,15 +172,18 @@ def table(names: list[str]) -> str:
         confirmed = f"{_x(m.get('speedup_vs_eager'))} ({_x(rng[0])}-{_x(rng[1])})" if m.get("speedup_vs_eager") else (
             f"best compiled {m.get('best_compiled') or '-'}: {_x(m.get('best_compiled_speedup'))} "
             f"({_x(rng[0])}-{_x(rng[1])})")
+        if m.get("confirm_rounds"):
+            confirmed += f", {m['confirm_rounds']} rounds"
         theirs = rm.get("speedup_interval") or [None, None]
         re_ = f"{_x(rm.get('remeasured_speedup'))} ({_x(theirs[0])}-{_x(theirs[1])})" if rm else "-"
         phase_text = ", ".join(f"{k} {v:.0f} s" for k, v in ph.items() if k not in ("total",) and v >= 1)
-        memory = m.get("peak_memory_mb") or m.get("eager_peak_memory_mb") or _eager_memory(OUT / r["name"])
+        memory = m.get("peak_memory_mb") or m.get("eager_peak_memory_mb") or _eager_memory(OUT / r["rid"])
         lines.append(
             f"| {r['name']} | {r['run'].get('date', '?')}, `{r['run'].get('commit', '?')}` | "
             f"{r['run']['task']}, {r['run']['budget']} | {r['verdict']} | {confirmed} | "
             f"{_pct(m.get('spread'))} | {re_} | {_pct(rm.get('noise_floor'))} | "
-            f"{_agrees(rm)} | {_x(m.get('search_speedup_in_process'))}; "
+            f"{_agrees(m, rm)}{' (re-measure of run 1)' if rm.get('shared_from') else ''} | "
+            f"{_x(m.get('search_speedup_in_process'))}; "
             f"{_x(rm.get('in_process_speedup'))} | {r['run']['wall_s'] / 60:.1f} min | {phase_text} | "
             f"{'-' if memory is None else f'{memory:.0f} MB'} |")
     return "\n".join(lines) + "\n"
@@ -157,13 +198,18 @@ def _eager_memory(results: Path) -> float | None:
     return float(row["peak_memory_mb"]) if row and row.get("peak_memory_mb") else None
 
 
-def _agrees(rm: dict) -> str:
-    """Whether the re-measure confirms the run: "yes" only where the two 95 % intervals overlap."""
-    if not rm or rm.get("agrees") is None:
+def _agrees(m: dict, rm: dict) -> str:
+    """Whether the re-measure confirms the run: "yes" only where the two 95 % intervals overlap
+    (computed here, so a re-measure shared by two runs is held against each run's own interval)."""
+    ours, theirs = m.get("speedup_interval") or [None, None], rm.get("speedup_interval") or [None, None]
+    if not rm or None in ours or None in theirs:
         return "-"
-    if rm["agrees"]:
-        return "yes" + ("" if rm.get("inside") else " (intervals overlap; its point outside)")
-    return f"no ({abs(rm['outside_by']) * 100:.1f} % off)"
+    point = rm.get("remeasured_speedup")
+    if ours[0] <= theirs[1] and theirs[0] <= ours[1]:
+        inside = point is None or ours[0] <= point <= ours[1]
+        return "yes" + ("" if inside else " (intervals overlap; its point outside)")
+    gap = theirs[0] / ours[1] - 1 if theirs[0] > ours[1] else ours[0] / theirs[1] - 1
+    return f"no ({gap * 100:.1f} % apart)"
 
 
 def _machine() -> str:
@@ -178,7 +224,9 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("models", nargs="*", help="zoo file names without .py [all]")
     p.add_argument("--budget", help="override every model's BUDGET")
-    p.add_argument("--rounds", type=int, default=2, help="re-measure rounds [2]")
+    p.add_argument("--rounds", type=int, default=4, help="re-measure rounds [4]")
+    p.add_argument("--repeat", type=int, default=REPEAT, help=f"runs of each model [{REPEAT}]")
+    p.add_argument("--only-run", type=int, help="run only this pass (1, 2, ...) and rebuild the table")
     p.add_argument("--table-only", action="store_true")
     p.add_argument("--no-remeasure", action="store_true")
     p.add_argument("--doc", default=str(ROOT / "docs" / "zoo.md"),
@@ -186,13 +234,18 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
     names = a.models or sorted(f.stem for f in ZOO.glob("*.py"))
     OUT.mkdir(parents=True, exist_ok=True)
-    for name in ([] if a.table_only else names):
-        record = tune(name, a.budget)
-        print(f"{name}: rc={record['rc']} in {record['wall_s'] / 60:.1f} min", flush=True)
-        if record["rc"] == 0 and not a.no_remeasure:
-            rm = remeasure(name, a.rounds)
-            print(f"{name}: re-measured {rm and _x(rm.get('remeasured_speedup'))}", flush=True)
-    text = table(names)
+    passes = [] if a.table_only else [a.only_run] if a.only_run else range(1, a.repeat + 1)
+    for run in passes:  # every model once, then every model again: a pass is a whole zoo
+        for name in names:
+            record = tune(name, a.budget, run)
+            print(f"{run_id(name, run)}: rc={record['rc']} in {record['wall_s'] / 60:.1f} min", flush=True)
+            best = yaml.safe_load((OUT / run_id(name, run) / "best_config.yaml").read_text()) \
+                if record["rc"] == 0 else None
+            if best is None or a.no_remeasure or (run > 1 and _remeasure_of(run_id(name, run), best)):
+                continue  # a later run that chose a config already re-measured shares that re-measure
+            rm = remeasure(name, a.rounds, run)
+            print(f"{run_id(name, run)}: re-measured {rm and _x(rm.get('remeasured_speedup'))}", flush=True)
+    text = table(names, a.repeat)
     write_table(Path(a.doc), text)
     print(text)
     return 0
