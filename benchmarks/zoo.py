@@ -229,6 +229,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--only-run", type=int, help="run only this pass (1, 2, ...) and rebuild the table")
     p.add_argument("--table-only", action="store_true")
     p.add_argument("--no-remeasure", action="store_true")
+    p.add_argument("--remeasure-only-compile", action="store_true",
+                   help="re-measure compile verdicts only (a stay-eager or undecided row then reads '-')")
     p.add_argument("--doc", default=str(ROOT / "docs" / "zoo.md"),
                    help="the page whose table (between the zoo-table markers) is rewritten")
     a = p.parse_args(argv)
@@ -241,7 +243,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{run_id(name, run)}: rc={record['rc']} in {record['wall_s'] / 60:.1f} min", flush=True)
             best = yaml.safe_load((OUT / run_id(name, run) / "best_config.yaml").read_text()) \
                 if record["rc"] == 0 else None
-            if best is None or a.no_remeasure or (run > 1 and _remeasure_of(run_id(name, run), best)):
+            skip = a.no_remeasure or (a.remeasure_only_compile and best and best.get("verdict") != "compile")
+            if best is None or skip or (run > 1 and _remeasure_of(run_id(name, run), best)):
                 continue  # a later run that chose a config already re-measured shares that re-measure
             rm = remeasure(name, a.rounds, run)
             print(f"{run_id(name, run)}: re-measured {rm and _x(rm.get('remeasured_speedup'))}", flush=True)
