@@ -51,6 +51,12 @@ def package_results(results: str | Path, timeout: float = 1800.0, log: Callable[
     if settings.get("task", "infer") != "infer":
         raise TunerError(f"{results}: a {settings.get('task')} run; a package serves inference only",
                          "tune the serving workload with --task infer, then package that run")
+    if config.precision == "bf16":
+        raise TunerError(f"{results}: the config computes in bfloat16 (precision bf16: the forward under "
+                         "torch.autocast), and an AOTInductor package is exported in the model's own dtypes: it "
+                         "would not be what was measured",
+                         "serve with tuner.apply_config(model, best_config.yaml) (JIT), or tune without "
+                         "--allow-precision-change and package that run")
     out = results / PACKAGE_NAME
     out.unlink(missing_ok=True)
     # the run's thread count and heap, so the package's steps compare with the JIT config's
@@ -66,12 +72,20 @@ def package_results(results: str | Path, timeout: float = 1800.0, log: Callable[
         raise TunerError(_refusal(built), "serve with tuner.apply_config(model, best_config.yaml) (JIT), or change "
                                           "that line so export can trace it (`compile-tune check MODEL.py` shows why)")
     log(f"  {PACKAGE_NAME}: {built['package_mb']:.1f} MB, export {built['export_s']:.1f} s, AOTInductor "
-        f"{built['aoti_compile_s']:.1f} s; loading it in a fresh process to check it ...")
+        f"{built['aoti_compile_s']:.1f} s; the shapes it takes:")
+    for line in built.get("shapes_said") or []:
+        log(f"    {line}")
+    for lost in not_carried(config):
+        log(f"  not carried: {lost['setting']} = {lost['value']}: {lost['why']}")
+    log("  loading it in a fresh process to check it ...")
     checked = run_isolated(TrialSpec(**base, mode="package_check"), timeout=timeout, work_dir=work)
     if checked.get("status") != "ok":
-        raise TunerError(f"{out}: the package was written but failed to load or run: "
+        where = f" at {checked['stage']}" if str(checked.get("stage", "")).startswith("probe") else ""
+        raise TunerError(f"{out}: the package was written but failed to load or run{where}: "
                          f"{(checked.get('failure') or {}).get('raw', 'no result')[:300]}",
                          "serve with tuner.apply_config(model, best_config.yaml) (JIT)")
+    for probe in checked.get("probes") or []:
+        log(f"  {'inside' if probe['inside'] else 'outside'} its bounds, {probe['probe']}: {probe['outcome']}")
     record = _record(tuned.measured, config, built, checked)
     if config is not tuned.config:  # beside _record's note on the target, if any
         record["note"] = "; ".join(filter(None, [
@@ -111,6 +125,9 @@ def _record(measured: Mapping[str, Any], config: CompileConfig, built: dict, che
         "speedup_vs_eager": round(speedup, 3) if speedup else None, "jit_speedup_vs_eager": jit,
         "correct": bool(checked.get("correct")), "checked_inputs": checked.get("checked_inputs"),
         "dynamic_dims": built.get("dynamic_dims") or {},
+        "shapes": built.get("shapes_said") or [], "input_order": built.get("input_order") or [],
+        "probes": [{k: p[k] for k in ("probe", "inside", "outcome")} for p in checked.get("probes") or []],
+        "not_carried": not_carried(config), "inputs_checked": True,
     }
     if config.target != "whole":
         record["note"] = f"the whole model is packaged; the JIT config compiles target {config.target!r}"
@@ -123,6 +140,34 @@ def _record(measured: Mapping[str, Any], config: CompileConfig, built: dict, che
         steps = f"{speedup:.2f}x eager (JIT {jit:.2f}x)" if speedup and jit else "timed"
         record.update(recommended=True, why=f"matches eager on every distinct input; steps {steps}")
     return record
+
+
+def not_carried(config: CompileConfig) -> list[dict[str, Any]]:
+    """The tuned settings the package does not hold, each with why (precision bf16 is refused
+    before this; tf32 is carried: ``load_package`` sets the float32 matmul precision)."""
+    lost = []
+    if config.backend != "inductor":
+        lost.append({"setting": "backend", "value": config.backend, "why": "AOTInductor compiles with inductor: the "
+                     "package runs inductor's code at its default options, not the measured backend's"})
+    if config.target != "whole":
+        lost.append({"setting": "target", "value": config.target, "why": "the whole model is packaged as one graph"})
+    options = dict(config.options)
+    if config.backend == "inductor" and config.mode and config.mode != "default":
+        import torch._inductor  # a mode is a named set of options: torch's own
+
+        options = {**torch._inductor.list_mode_options(config.mode), **options}
+    if options.get("triton.cudagraphs"):
+        lost.append({"setting": "triton.cudagraphs", "value": True, "why": f"part of {config.mode or 'the options'}; "
+                     "a package runs without CUDA graphs: capture them in the serving code"})
+    for kind in ("mark_dynamic", "mark_unbacked"):
+        if getattr(config, kind, None):
+            lost.append({"setting": kind, "value": getattr(config, kind), "why": "a package's varying dims are its "
+                         "Dims (input_dims() or the schedule's range), not per-call marks"})
+    for name, value in (config.dynamo or {}).items():
+        lost.append({"setting": f"dynamo.{name}", "value": value, "why": "export traces without Dynamo's settings"})
+    if config.dynamic is not None:
+        lost.append({"setting": "dynamic", "value": config.dynamic, "why": "a package's shapes are its Dims"})
+    return lost
 
 
 def package_line(record: dict) -> str:

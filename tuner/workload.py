@@ -7,6 +7,8 @@ The contract (README.md, "The workload file"):
 - ``loss_fn(output, inputs) -> Tensor`` (optional): enables ``--task train``
 - ``input_schedule() -> list[tuple | dict]`` (optional): inputs of varying shapes
 - ``build_optimizer(model) -> torch.optim.Optimizer`` (optional): for ``--task train``
+- ``input_dims() -> {input: {dim: (min, max)}}`` (optional): the sizes a served input may take, for
+  ``compile-tune package`` (an input is its keyword, or its position as ``"0"``, ``"1"``, ...)
 """
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ from typing import Any
 from .core.errors import WorkloadError
 
 REQUIRED = ("build_model", "example_inputs")
-OPTIONAL = ("loss_fn", "input_schedule", "build_optimizer")
+OPTIONAL = ("loss_fn", "input_schedule", "build_optimizer", "input_dims")
 
 
 @dataclass
@@ -34,6 +36,7 @@ class Workload:
     loss_fn: Callable[[Any, Any], Any] | None = None
     input_schedule: Callable[[], list] | None = None
     build_optimizer: Callable[[Any], Any] | None = None
+    input_dims: Callable[[], dict] | None = None
 
     @property
     def name(self) -> str:
@@ -64,6 +67,28 @@ class Workload:
                 "return e.g. [(torch.randn(8, 16),), (torch.randn(32, 16),)]",
             )
         return [check_inputs(item, self.path, f"input_schedule()[{i}]") for i, item in enumerate(schedule)]
+
+    def make_input_dims(self) -> dict[str, dict[int, list[int]]] | None:
+        """``input_dims()`` checked: ``{input: {dim: [min, max]}}`` with whole sizes, 1 <= min <= max."""
+        if self.input_dims is None:
+            return None
+        declared = self._call("input_dims")
+        fix = 'return e.g. {"input_ids": {0: (1, 32), 1: (2, 512)}}: an input by keyword or position, its dims'
+        if not isinstance(declared, dict):
+            raise WorkloadError(f"{self.path}: input_dims() must return a dict, got {type(declared).__name__}", fix)
+        out: dict[str, dict[int, list[int]]] = {}
+        for name, dims in declared.items():
+            if not isinstance(dims, dict):
+                raise WorkloadError(f"{self.path}: input_dims()[{name!r}] must be a dict of dim -> (min, max)", fix)
+            for dim, bounds in dims.items():
+                ok = (isinstance(dim, int) and dim >= 0 and isinstance(bounds, (tuple, list)) and len(bounds) == 2
+                      and all(isinstance(b, int) and not isinstance(b, bool) for b in bounds)
+                      and 1 <= bounds[0] <= bounds[1])
+                if not ok:
+                    raise WorkloadError(f"{self.path}: input_dims()[{name!r}][{dim!r}] = {bounds!r}: a dim needs "
+                                        "whole (min, max) sizes with 1 <= min <= max", fix)
+                out.setdefault(str(name), {})[dim] = [int(bounds[0]), int(bounds[1])]
+        return out
 
     def _call(self, name: str, *args):
         try:

@@ -12,6 +12,7 @@ import datetime
 from typing import Any
 
 from ..core.config import EAGER, CompileConfig, TunedConfig
+from ..core.durations import BUDGET_RAN_OUT
 from ..core.score import Scoring, break_even_steps, knee, pareto_front
 from ..study import ROLE_EAGER, ROLE_PLAIN, measured_trials
 
@@ -94,12 +95,31 @@ def _pick_best(study, scoring: Scoring, device: str) -> TunedConfig:
             return _from_confirmation(confirmation, scoring, tuned_on, study)
         except (KeyError, TypeError, ValueError, ZeroDivisionError) as exc:
             return _unconfirmed(searched, "confirmation failed", f"unusable confirmation figures ({exc!r})")
-    if study.user_attrs.get(SKIPPED_ATTR):
-        return _unconfirmed(searched, study.user_attrs[SKIPPED_ATTR])
+    skipped = study.user_attrs.get(SKIPPED_ATTR)
+    if skipped == BUDGET_RAN_OUT and searched.verdict == "compile":
+        return _unconfirmed(_not_measured_enough(searched), skipped)
+    if skipped:
+        return _unconfirmed(searched, skipped)
     if current and confirmation.get("failed"):
         return _unconfirmed(searched, "confirmation failed", confirmation["failed"])
     why = "finalists changed since the last confirmation" if confirmation else "no confirmation recorded"
     return _unconfirmed(searched, why)
+
+
+def _not_measured_enough(searched: TunedConfig) -> TunedConfig:
+    """A search's lead that no fresh process re-measured because the --budget ran out: one
+    in-process timing has no interval, so the verdict is undecided (eager until measured)."""
+    m = searched.measured
+    label = searched.config.describe()
+    measured = {"total_time_s": m.get("eager_total_time_s"), "eager_step_time_ms": m.get("eager_step_time_ms"),
+                "best_compiled": label, "best_compiled_total_time_s": m.get("total_time_s"),
+                "best_compiled_speedup": m.get("speedup_vs_eager"),
+                "best_compiled_compile_time_s": m.get("compile_time_s"),
+                "best_compiled_break_even_steps": m.get("break_even_steps"),
+                "reason": f"the --budget ran out before a fresh process re-measured the search's lead ({label} at "
+                          f"{m.get('speedup_vs_eager') or 0:.2f}x eager, timed once, side by side in one process, "
+                          "with no interval); give a larger --budget so that confirmation's first two rounds fit"}
+    return TunedConfig(EAGER, "undecided", _rounded(measured), searched.tuned_on)
 
 
 def _unconfirmed(tuned: TunedConfig, why: str, detail: str | None = None) -> TunedConfig:

@@ -2,17 +2,22 @@
 ``torch.export`` and compiles it ahead of time with AOTInductor into a ``.pt2``;
 ``mode="package_check"`` loads that file in a fresh process, as serving code does, and checks it.
 
-Export takes the dimensions that vary over the example inputs and the input schedule as ``Dim``s
-(with the range seen), the tuned config's inductor options (its mode's options folded in) as
-AOTInductor's ``inductor_configs``. Where export cannot take the model (data-dependent code, an
+Export takes each varying input dimension as a ``Dim`` with the bounds the workload declares in
+``input_dims()``, or else the range the example inputs and the schedule showed
+(tuner/measure/package_shapes.py), the tuned config's inductor options (its mode's options folded
+in) as AOTInductor's ``inductor_configs``, and compile-tune's record as the package's metadata
+(tuner/runtime/package_meta.py). Where export cannot take the model (data-dependent code, an
 unsupported call), the result names the line that stopped it and nothing is written.
 
-The check builds the model again from the same seed (the weights the package holds), compares the
-package's outputs with eager on every distinct input, and times its load, its first call, and its
-steps beside eager's in arrival order over the schedule.
+The check builds the model again from the same seed (the weights the package holds), loads the
+package with its input checks on, compares its outputs with eager on every distinct input and at
+probe sizes the schedule never showed (inside the bounds: it must match eager; outside: it must
+refuse, not answer wrongly or die), and times its load, its first call, and its steps beside
+eager's in arrival order over the schedule.
 """
 from __future__ import annotations
 
+import json
 import os
 import statistics
 import time
@@ -23,12 +28,21 @@ from typing import Any
 from ..core.config import CompileConfig
 from ..core.spec import TrialSpec
 from ..diagnose import classify_exception
-from ..runtime.marks import varying_dims
+from ..runtime.package_meta import META_KEY, cpu_isa
 from ..runtime.packaged import load_package
 from ..workload import call_model
 from .correctness import TOLERANCE, compare
 from .devices import timed
 from .mix import timing_mix
+from .package_shapes import (
+    PackageShapes,
+    Probe,
+    dynamic_shapes,
+    flat_input_names,
+    package_shapes,
+    probes,
+    reaches_one,
+)
 from .setup import prepare
 
 #: Timed rounds of the check, each a pass of eager then the package over the schedule (or a
@@ -44,14 +58,20 @@ def build_package(spec: TrialSpec, rec) -> None:
     assert spec.package_path is not None
     calls = [ready.inputs, *(ready.schedule or [])]
     args, kwargs = _split(ready.inputs)
-    dims = varying_dims(calls)
-    rec.update(dynamic_dims={k: {str(d): r for d, r in v.items()} for k, v in dims.items()})
+    try:
+        shapes = package_shapes(ready.inputs, calls, ready.workload.make_input_dims())
+    except ValueError as exc:
+        rec.update(status="failed", failure={"category": "bad_input_dims", "raw": str(exc)},
+                   export_error=f"{ready.workload.path}: {exc}")
+        return
+    rec.update(dynamic_dims=shapes.record()["dims"], shapes=shapes.record(), shapes_said=shapes.said())
     rec.stage("export")
     start = time.perf_counter()
+    one = reaches_one(shapes)
     try:
-        with torch.no_grad():
+        with torch.no_grad(), torch.fx.experimental._config.patch(backed_size_oblivious=one):
             exported = torch.export.export(ready.model, args, kwargs, strict=False,
-                                           dynamic_shapes=_dynamic_shapes(ready.inputs, calls, dims))
+                                           dynamic_shapes=dynamic_shapes(ready.inputs, calls, shapes))
     except Exception as exc:  # noqa: BLE001 - export's refusal is the finding
         first = (str(exc).strip().splitlines() or [""])[0][:300]
         rec.update(status="failed", failure=classify_exception(exc).to_dict(), export_stopped_at=_stopping_line(exc),
@@ -59,11 +79,30 @@ def build_package(spec: TrialSpec, rec) -> None:
         return
     rec.update(export_s=time.perf_counter() - start)
     rec.stage("aoti_compile")
+    meta = _metadata(spec, config, ready.inputs, shapes)
     start = time.perf_counter()
-    path = torch._inductor.aoti_compile_and_package(exported, package_path=spec.package_path,
-                                                    inductor_configs=_inductor_configs(config))
-    rec.update(aoti_compile_s=time.perf_counter() - start, package_path=str(path),
+    path = torch._inductor.aoti_compile_and_package(
+        exported, package_path=spec.package_path,
+        inductor_configs={**_inductor_configs(config), "aot_inductor.metadata": {META_KEY: json.dumps(meta)},
+                          # weights stay swappable (load_package(...).load_weights): what inductor folds
+                          # into constants of its own is folded again from them at load
+                          "aot_inductor.use_runtime_constant_folding": True,
+                          **({"aot_inductor.check_lowerbound": False} if one else {})})
+    rec.update(aoti_compile_s=time.perf_counter() - start, package_path=str(path), input_order=meta["input_order"],
                package_mb=os.path.getsize(path) / 2**20, status="ok", stage="done")
+
+
+def _metadata(spec: TrialSpec, config: CompileConfig, inputs: Any, shapes: PackageShapes) -> dict[str, Any]:
+    """compile-tune's record inside the package (tuner/runtime/package_meta.py reads it)."""
+    import torch
+
+    top = {name: value for name, value in (inputs.items() if isinstance(inputs, dict) else
+                                          enumerate(inputs if isinstance(inputs, (tuple, list)) else (inputs,)))}
+    tensors = {str(k): {"dtype": str(v.dtype), "shape": list(v.shape)} for k, v in top.items()
+               if isinstance(v, torch.Tensor)}
+    return {"torch": torch.__version__, "device": spec.device, "cpu_isa": cpu_isa() if spec.device == "cpu" else None,
+            "tensors": tensors, **shapes.record(), "input_order": flat_input_names(inputs),
+            "precision": config.precision, "config": config.describe(), "keyword_inputs": isinstance(inputs, dict)}
 
 
 def check_package(spec: TrialSpec, rec) -> None:
@@ -75,22 +114,46 @@ def check_package(spec: TrialSpec, rec) -> None:
     mix = timing_mix(ready.inputs, ready.schedule)
     rec.stage("load")
     start = time.perf_counter()
-    package = load_package(spec.package_path)  # as serving code loads it (tuner.load_package)
+    package = load_package(spec.package_path)  # as serving code loads it (tuner.load_package), checks on
     rec.update(load_s=time.perf_counter() - start)
     with torch.no_grad():
         first, _ = timed(lambda: call_model(package, ready.inputs), spec.device)
         rec.update(first_call_s=first)
         rec.stage("correctness")
+        tol = spec.tolerance or TOLERANCE["infer"]
         for entry in mix:
-            problem = compare(call_model(ready.model, entry.inputs), call_model(package, entry.inputs),
-                              tol=spec.tolerance or TOLERANCE["infer"])
+            problem = compare(call_model(ready.model, entry.inputs), call_model(package, entry.inputs), tol=tol)
             if problem:
                 rec.update(correct=False, correctness_error=f"{entry.label}: {problem}", status="ok", stage="done")
                 return
         rec.update(correct=True, checked_inputs=len(mix))
+        calls = [ready.inputs, *(ready.schedule or [])]
+        shapes = package_shapes(ready.inputs, calls, ready.workload.make_input_dims())
+        checked = [_probe(ready.model, package, probe, tol, rec) for probe in probes(ready.inputs, calls, shapes)]
+        rec.update(probes=checked)
+        wrong = next((c for c in checked if not c["ok"]), None)
+        if wrong:
+            rec.update(correct=False, correctness_error=f"{wrong['probe']}: {wrong['outcome']}", status="ok",
+                       stage="done")
+            return
         rec.stage("timing")
         eager_s, package_s = _alternate(ready.model, package, ready.schedule or [ready.inputs] * 8, spec.device)
     rec.update(eager_step_s=eager_s, step_s=package_s, speedup=eager_s / package_s, status="ok", stage="done")
+
+
+def _probe(model, package, probe: Probe, tol, rec) -> dict[str, Any]:
+    """Call the package at an unseen size: inside its bounds it must match eager; outside them it
+    must refuse (or, unbounded there, match eager). A crash ends this process, and the check's
+    stage names the probe that did it."""
+    rec.stage(f"probe {probe.label}")
+    try:
+        got = call_model(package, probe.inputs)
+    except Exception as exc:  # noqa: BLE001 - a refusal is the expected answer outside the bounds
+        said = f"refused: {type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:200]}"
+        return {"probe": probe.label, "inside": probe.inside, "ok": not probe.inside, "outcome": said}
+    problem = compare(call_model(model, probe.inputs), got, tol=tol)
+    return {"probe": probe.label, "inside": probe.inside, "ok": not problem,
+            "outcome": f"answered, differs from eager: {problem}" if problem else "matches eager"}
 
 
 def _alternate(model, package, inputs: list, device: str) -> tuple[float, float]:
@@ -110,44 +173,6 @@ def _split(inputs: Any) -> tuple[tuple, dict]:
     if isinstance(inputs, dict):
         return (), dict(inputs)
     return (tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)), {}
-
-
-def _dynamic_shapes(inputs: Any, calls: list, dims: dict[str, dict[int, list[int]]]) -> Any:
-    """``dynamic_shapes`` in the inputs' own structure: a ``Dim`` per varying dimension, with the
-    range the schedule showed. Dimensions whose sizes are equal in every call (``input_ids`` and
-    ``attention_mask`` over a sequence) share one ``Dim``, as export requires of equal sizes; a
-    minimum of 1 is left to export's own choice (it specialises 0 and 1)."""
-    from torch.export import Dim
-
-    if not dims:
-        return None
-    shared: dict[tuple, Any] = {}
-
-    def dim_for(name: str, d: int, lo: int, hi: int) -> Any:
-        sizes = tuple(_size(call, name, d) for call in calls)
-        if sizes not in shared:
-            shared[sizes] = Dim(f"input_{_safe(name)}_dim{d}", min=lo, max=hi) if lo >= 2 else Dim.DYNAMIC
-        return shared[sizes]
-
-    def spec_for(name: str) -> dict[int, Any] | None:
-        found = dims.get(name)
-        return {d: dim_for(name, d, lo, hi) for d, (lo, hi) in found.items()} if found else None
-
-    if isinstance(inputs, dict):
-        return {name: spec_for(str(name)) for name in inputs}
-    items = inputs if isinstance(inputs, (tuple, list)) else (inputs,)
-    return tuple(spec_for(str(i)) for i in range(len(items)))
-
-
-def _size(call: Any, name: str, d: int) -> int | None:
-    value = call.get(name) if isinstance(call, dict) else (call if not isinstance(call, (tuple, list)) else
-                                                            call[int(name)] if int(name) < len(call) else None)
-    shape = getattr(value, "shape", None)
-    return int(shape[d]) if shape is not None and d < len(shape) else None
-
-
-def _safe(name: str) -> str:
-    return "".join(c if c.isalnum() else "_" for c in name) or "input"
 
 
 def _inductor_configs(config: CompileConfig) -> dict[str, Any]:

@@ -186,6 +186,19 @@ def extra_facts(m: dict, thread_check: dict | None) -> list[tuple[str, str, str]
         facts.append(("packaged model (.pt2)", f"load {seconds(packaged['load_s'])}, first call "
                       f"{seconds(packaged['first_call_s'])}",
                       f"{verdict}: {text(packaged.get('why'))}{cold}{warm}; tuner.load_package(RESULTS)"))
+        if packaged.get("shapes"):
+            facts.append(("package takes", "; ".join(text(x) for x in packaged["shapes"][:4]),
+                          "other sizes are refused with an error naming the input (load_package checks inputs)"))
+        probes = packaged.get("probes") or []
+        if probes:
+            held = sum(1 for p in probes if p.get("inside") and p.get("outcome") == "matches eager")
+            outside = [p for p in probes if not p.get("inside")]
+            refused = sum(1 for p in outside if str(p.get("outcome", "")).startswith("refused"))
+            facts.append(("package at unseen sizes", f"{held} of {len(probes) - len(outside)} inside match eager",
+                          f"{refused} of {len(outside)} outside refused with an error, the rest matched eager"))
+        for lost in packaged.get("not_carried") or []:
+            facts.append(("package does not carry", f"{text(lost.get('setting'))} = {text(lost.get('value'))}",
+                          text(lost.get("why"))))
     regional = m.get("regional_compile")
     if regional:
         facts.append(("regional compile", f"{seconds(regional['blocks_compile_s'])} (blocks)",
