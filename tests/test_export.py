@@ -185,6 +185,15 @@ def test_accelerate_plugin_carries_inductor_options_into_torch_compile(clean_env
     assert block["dynamo_config"]["dynamo_mode"] == "max-autotune-no-cudagraphs"  # the config file keeps the mode
 
 
+def test_a_float32_config_turns_the_trainers_tf32_off(tmp_path):
+    from transformers import TrainingArguments
+
+    block = export(tuned_dict(CompileConfig(backend="inductor")), "hf-trainer")
+    assert block["training_args"]["tf32"] is False  # with torch_compile, tf32=None would turn TF32 on (Ampere+)
+    args = TrainingArguments(**block["training_args"], output_dir=str(tmp_path), use_cpu=True, report_to=[])
+    assert args.tf32 is False and args.torch_compile is True
+
+
 def test_the_trainers_tf32_is_listed_as_changing_what_was_measured(tmp_path):
     block = export(tuned_dict(CompileConfig(backend="inductor", precision="tf32")), "hf-trainer")
     assert block["training_args"]["tf32"] is True

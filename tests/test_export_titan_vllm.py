@@ -1,23 +1,21 @@
 """`compile-tune export --to torchtitan|vllm`: torchtitan's own config classes and command-line
-parser take the block; vLLM's block holds only the documented CompilationConfig keys (vLLM needs
-its own CUDA torch and cannot be installed beside the CPU wheel) and pins what vLLM would inject."""
+parser take the block; vLLM's block holds only keys of vLLM's own CompilationConfig, read from
+vLLM 0.33.0's source into tests/data/ (vLLM needs its own CUDA torch and cannot be installed beside
+the CPU wheel), and names what vLLM changes beyond it."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from export_configs import CONFIGS, IDS, tuned_dict
 
 from tuner.core.config import CompileConfig
-from tuner.export import TORCHTITAN_PROCESS_SETTINGS, VLLM_INJECTED_OPTIONS, export, render
+from tuner.export import TORCHTITAN_PROCESS_SETTINGS, VLLM_PROCESS_CHANGES, VLLM_RELEASE, export, render
 
-VLLM_COMPILATION_CONFIG = {
-    "level", "mode", "debug_dump_path", "cache_dir", "compile_cache_save_format", "backend", "custom_ops",
-    "splitting_ops", "compile_mm_encoder", "compile_sizes", "compile_ranges_split_points", "inductor_compile_config",
-    "inductor_passes", "cudagraph_mode", "cudagraph_num_of_warmups", "cudagraph_capture_sizes",
-    "cudagraph_copy_inputs", "cudagraph_specialize_lora", "use_inductor_graph_partition", "pass_config",
-    "max_cudagraph_capture_size", "dynamic_shapes_config",
-}
+#: vLLM's CompilationConfig, read from the release's own vllm/config/compilation.py
+#: (tests/data/extract_vllm_config.py wrote it; the file names the release, commit and sha256).
+VLLM_RECORD = json.loads((Path(__file__).parent / "data" / f"vllm-{VLLM_RELEASE}-compilation-config.json").read_text())
 
 
 def _torchtitan_job():
@@ -77,22 +75,45 @@ def test_torchtitan_names_the_dynamo_flags_it_sets_for_the_whole_process():
 
 
 @pytest.mark.parametrize("cfg", CONFIGS, ids=IDS)
-def test_vllm_compilation_config_has_only_documented_keys(cfg):
+def test_vllm_compilation_config_holds_only_keys_of_vllms_own_class(cfg):
     text, header = render(tuned_dict(cfg), "vllm", source="best_config.yaml", label="x")
     settings = json.loads(text)
-    assert set(settings) <= VLLM_COMPILATION_CONFIG
-    assert settings["mode"] == 1 and settings["backend"] == cfg.backend
+    assert VLLM_RECORD["vllm"] == VLLM_RELEASE and VLLM_RECORD["CompilationMode"]["STOCK_TORCH_COMPILE"] == "1"
+    assert set(settings) <= set(VLLM_RECORD["CompilationConfig"])
+    assert settings == {"mode": 1, "backend": cfg.backend}
     assert any(line.startswith("NOT CARRIED") for line in header), "every config here loses something in vLLM"
 
 
-def test_vllm_carries_mode_and_options_and_pins_what_vllm_would_inject():
-    from torch._inductor import config as inductor
-
-    cfg = CompileConfig(backend="inductor", mode="max-autotune", options={"freezing": True})
+def test_vllm_names_what_mode_1_drops_and_what_vllm_changes():
+    cfg = CompileConfig(backend="inductor", mode="max-autotune", options={"freezing": True}, dynamic=True)
     block = export(tuned_dict(cfg), "vllm")
-    pinned = {k: getattr(inductor, k) for k in VLLM_INJECTED_OPTIONS}
-    assert pinned == {"enable_auto_functionalized_v2": True, "combo_kernels": False, "benchmark_combo_kernel": False}
-    assert block["compilation_config"]["inductor_compile_config"] == {
-        "max_autotune": True, "coordinate_descent_tuning": True, "freezing": True, **pinned}
-    assert "options.triton.cudagraphs" in {x["setting"] for x in block["not_carried"]}
-    assert any("pinned to torch's defaults" in n for n in block["notes"])
+    lost = {x["setting"] for x in block["not_carried"]}
+    # mode 1 calls model.compile(fullgraph=True, backend=...) and nothing else (vLLM 0.33.0's model runner)
+    assert {"mode", "options.freezing", "dynamic"} <= lost
+    assert "inductor_compile_config" not in block["compilation_config"]
+    changed = {x["setting"]: x["value"] for x in block["changes_measured"]}
+    assert changed == {name: value for name, (value, _) in VLLM_PROCESS_CHANGES.items()}
+    assert any("fail_on_recompile" in n and "modes 2 and 3 only" in n for n in block["notes"])
+    text, header = render(tuned_dict(cfg), "vllm", source="best_config.yaml", label="x")
+    assert "CHANGES WHAT WAS MEASURED: the tool itself also sets:" in header
+    assert any("TORCHINDUCTOR_COMPILE_THREADS=1" in line for line in header)
+    graphs = export(tuned_dict(CompileConfig(backend="aot_eager", fullgraph=True)), "vllm")
+    assert {x["setting"] for x in graphs["changes_measured"]} == {"TORCHINDUCTOR_COMPILE_THREADS"}
+
+
+def test_torchtitan_bf16_is_fsdp2s_parameter_cast_and_says_it_is_not_autocast():
+    import importlib.util
+
+    from torchtitan.distributed import utils as titan_utils
+
+    # torchtitan 0.3 as installed: no autocast context, FSDP2's policy on every run (the llama3 module is read,
+    # not imported: importing it needs triton)
+    root = Path(importlib.util.find_spec("torchtitan").submodule_search_locations[0])
+    assert not hasattr(titan_utils, "maybe_enable_amp")
+    assert "apply_fsdp_to_decoder(" in (root / "models" / "llama3" / "parallelize.py").read_text()
+    block = export(tuned_dict(CompileConfig(target="blocks", backend="inductor", fullgraph=True, precision="bf16")),
+                   "torchtitan")
+    assert block["training"]["mixed_precision_param"] == "bfloat16"
+    change = next(x for x in block["changes_measured"] if x["setting"] == "training.mixed_precision_param")
+    assert "MixedPrecisionPolicy" in change["why"] and "autocast" in change["why"]
+    assert not any("torch.autocast(dtype=torch.bfloat16) on a single device" in n for n in block["notes"])

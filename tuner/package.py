@@ -39,24 +39,8 @@ def package_results(results: str | Path, timeout: float = 1800.0, log: Callable[
     results = Path(results)
     tuned = load_tuned_config(results / "best_config.yaml")
     study = open_saved_study(results, None, None)
-    config: CompileConfig | None = tuned.config
-    if tuned.verdict != "compile":
-        config = _best_compiled(study) if best_compiled else None
-        if config is None:
-            raise TunerError(f"{results}: the verdict is stay eager: there is no compiled config to package",
-                             "serve the model as it is, or give --best-compiled to package the best compiled "
-                             "config anyway")
-    assert config is not None
+    config = _packaged_config(results, tuned, study, best_compiled)
     settings = study.user_attrs.get("settings") or {}
-    if settings.get("task", "infer") != "infer":
-        raise TunerError(f"{results}: a {settings.get('task')} run; a package serves inference only",
-                         "tune the serving workload with --task infer, then package that run")
-    if config.precision == "bf16":
-        raise TunerError(f"{results}: the config computes in bfloat16 (precision bf16: the forward under "
-                         "torch.autocast), and an AOTInductor package is exported in the model's own dtypes: it "
-                         "would not be what was measured",
-                         "serve with tuner.apply_config(model, best_config.yaml) (JIT), or tune without "
-                         "--allow-precision-change and package that run")
     out = results / PACKAGE_NAME
     out.unlink(missing_ok=True)
     # the run's thread count and heap, so the package's steps compare with the JIT config's
@@ -95,6 +79,30 @@ def package_results(results: str | Path, timeout: float = 1800.0, log: Callable[
     rebuild_outputs(results)
     log(package_line(record))
     return record
+
+
+def _packaged_config(results: Path, tuned, study, best_compiled: bool) -> CompileConfig:
+    """The config to package, or :class:`TunerError` saying why there is none."""
+    config: CompileConfig | None = tuned.config
+    if tuned.verdict != "compile":
+        config = _best_compiled(study) if best_compiled else None
+        if config is None:
+            verdict = tuned.verdict.replace("_", " ")
+            raise TunerError(f"{results}: the verdict is {verdict}: there is no compiled config to package",
+                             "serve the model as it is, or give --best-compiled to package the best compiled "
+                             "config anyway")
+    assert config is not None
+    settings = study.user_attrs.get("settings") or {}
+    if settings.get("task", "infer") != "infer":
+        raise TunerError(f"{results}: a {settings.get('task')} run; a package serves inference only",
+                         "tune the serving workload with --task infer, then package that run")
+    if config.precision == "bf16":
+        raise TunerError(f"{results}: the config computes in bfloat16 (precision bf16: the forward under "
+                         "torch.autocast), and an AOTInductor package is exported in the model's own dtypes: it "
+                         "would not be what was measured",
+                         "serve with tuner.apply_config(model, best_config.yaml) (JIT), or tune without "
+                         "--allow-precision-change and package that run")
+    return config
 
 
 def _best_compiled(study) -> CompileConfig | None:

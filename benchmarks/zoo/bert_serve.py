@@ -39,3 +39,8 @@ def example_inputs():
 def input_schedule():
     g = torch.Generator().manual_seed(2)
     return [_batch(n, g) for n in LENGTHS]
+
+
+def input_dims():
+    # what the server takes, wider than the schedule shows: `compile-tune package` exports these bounds
+    return {"input_ids": {0: (1, 8), 1: (8, 256)}, "attention_mask": {0: (1, 8), 1: (8, 256)}}

@@ -36,10 +36,10 @@ from ._common import _View
 from .accelerate import ACCELERATE_BACKENDS, _accelerate, _hf_trainer
 from .env import _env, inductor_env_forms
 from .torchtitan import TORCHTITAN_PROCESS_SETTINGS, _torchtitan, torchtitan_arguments
-from .vllm import VLLM_INJECTED_OPTIONS, _vllm
+from .vllm import VLLM_PROCESS_CHANGES, VLLM_RELEASE, _vllm
 
-__all__ = ["ACCELERATE_BACKENDS", "TARGETS", "TORCHTITAN_PROCESS_SETTINGS", "VLLM_INJECTED_OPTIONS", "export",
-           "exports", "inductor_env_forms", "render", "torchtitan_arguments"]
+__all__ = ["ACCELERATE_BACKENDS", "TARGETS", "TORCHTITAN_PROCESS_SETTINGS", "VLLM_PROCESS_CHANGES", "VLLM_RELEASE",
+           "export", "exports", "inductor_env_forms", "render", "torchtitan_arguments"]
 
 TARGETS = ("accelerate", "hf-trainer", "env", "torchtitan", "vllm", "json")
 
@@ -73,7 +73,8 @@ _USAGE = {
     "torchtitan": ["torchtitan 0.3 (configs are Python dataclasses): add these overrides to your launch command",
                    "(torchrun ... -m torchtitan.train --module M --config C <these>), or set the same fields",
                    "on the Trainer.Config your config_registry function returns"],
-    "vllm": ["vllm serve MODEL --compilation-config '<this JSON>', or LLM(MODEL, compilation_config=<this dict>)"],
+    "vllm": ["vllm serve MODEL --compilation-config '<this JSON>', or LLM(MODEL, compilation_config=<this dict>)",
+             "(read from vLLM 0.33.0; a later release may change what mode 1 does)"],
 }
 
 

@@ -115,6 +115,10 @@ def _hf_trainer(c: _View) -> dict[str, Any]:
         # The Trainer's accelerator autocasts the forward; tf32 False, because with torch_compile and bf16 the
         # Trainer would also turn TF32 matmuls on (TrainingArguments.__post_init__), which was not measured.
         args.update(bf16=True, tf32=False)
+    elif not c.precision:
+        # float32 as measured: with torch_compile and tf32 left None, TrainingArguments.__post_init__ turns TF32 on
+        # for every float32 op, convolutions included (transformers 5.24, on CUDA compute capability >= 8.0)
+        args["tf32"] = False
     changes = _accelerate_tf32(c, "the Trainer (through accelerate)")
     if c.precision == "tf32":
         args["tf32"] = True

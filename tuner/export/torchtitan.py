@@ -1,4 +1,10 @@
-"""torchtitan 0.3: ``Trainer.Config``'s ``compile`` and ``training`` fields, as command-line overrides."""
+"""torchtitan 0.3: ``Trainer.Config``'s ``compile`` and ``training`` fields, as command-line overrides.
+
+Read from torchtitan 0.3.0 (torchtitan/distributed/compile.py, torchtitan/distributed/fsdp.py,
+torchtitan/models/llama3/parallelize.py): every model is wrapped by ``fully_shard`` with a
+``MixedPrecisionPolicy`` built from ``training.mixed_precision_param``, one device included; no
+``torch.autocast`` runs (0.2 autocast on one device and under DDP).
+"""
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -47,12 +53,16 @@ def _torchtitan(c: _View) -> dict[str, Any]:
                              "training": {"mixed_precision_param": param}, "not_carried": lost,
                              "changes_measured": changes}
     if c.precision == "bf16":
-        block["notes"] = ["mixed_precision_param bfloat16 is torch.autocast(dtype=torch.bfloat16) on a single device "
-                          "or under DDP, as measured; under FSDP (data_parallel_shard_degree > 1) fully_shard casts "
-                          "the parameters to bfloat16 instead, which rounds differently from what was measured"]
+        changes.append(_lost("training.mixed_precision_param", "bfloat16", "torchtitan 0.3 applies it as FSDP2's "
+                             "MixedPrecisionPolicy on every run, one device included (fully_shard at degree 1): the "
+                             "parameters are cast to bfloat16 and every op computes in it, norms, softmax and the loss "
+                             "included; the measured config ran torch.autocast(dtype=torch.bfloat16), which keeps "
+                             "those in float32. It rounds differently from what was measured"))
+        block["notes"] = ["precision bf16 is carried as torchtitan's nearest setting, mixed_precision_param bfloat16, "
+                          "which is not autocast (see CHANGES WHAT WAS MEASURED)"]
     else:
         block["notes"] = ["training.mixed_precision_param is pinned to float32, as measured: torchtitan's default "
-                          "is bfloat16 (fully_shard casts the parameters under FSDP)"]
+                          "is bfloat16, applied by FSDP2's MixedPrecisionPolicy even on one device"]
     return block
 
 

@@ -1,27 +1,42 @@
-"""vLLM: its ``compilation_config``."""
+"""vLLM 0.33: its ``compilation_config``, with everything vLLM changes beyond it said.
+
+Read from vLLM 0.33.0 (vllm/config/compilation.py, vllm/v1/worker/gpu_model_runner.py,
+vllm/compilation/wrapper.py, vllm/env_override.py; tests/data/ holds the field list the tests check
+against). Mode 1, ``STOCK_TORCH_COMPILE``, is plain ``torch.compile``, the pipeline that was
+measured: the model runner calls ``model.compile(fullgraph=True, backend=BACKEND)`` and nothing
+else, so no mode, inductor option or ``dynamic`` setting reaches it (``inductor_compile_config``
+is read only by modes 2 and 3). Mode 3, vLLM's default, splits the graph, captures CUDA graphs per
+batch size and runs its own passes: not what was measured.
+"""
 from __future__ import annotations
 
 from typing import Any
 
-from ..system.config_defaults import inductor_defaults
-from ._common import _common_losses, _lost, _mode_options, _refused, _View
+from ._common import _common_losses, _lost, _refused, _View
 
-#: Inductor options vLLM's ``CompilationConfig.__post_init__`` sets when they are not given
-#: (vllm/config/compilation.py at commit ee525ce4, late 2026): pinned to torch's defaults, as measured.
-VLLM_INJECTED_OPTIONS = {
-    "enable_auto_functionalized_v2": "vLLM sets it False (its custom passes need version 1)",
-    "combo_kernels": "vLLM sets it True on a GPU with torch >= 2.9",
-    "benchmark_combo_kernel": "vLLM sets it True on a GPU with torch >= 2.9",
+#: The vLLM release this export was read from.
+VLLM_RELEASE = "0.33.0"
+#: What vLLM does in every process beyond the compilation_config (``import vllm`` runs
+#: vllm/env_override.py), and, in mode 1, around the compile: each changes what was measured.
+VLLM_PROCESS_CHANGES = {
+    "TORCHINDUCTOR_COMPILE_THREADS": ("1", "set by `import vllm` in every process: inductor compiles on one thread, "
+                                           "so a cold compile takes longer than the one measured"),
+    "fullgraph": (True, "the model runner compiles with fullgraph=True: a graph break fails the start-up instead of "
+                        "running that code eagerly"),
+    "custom_ops": ("none", "appended in mode 1 with inductor: vLLM's own kernels are off and its model's native torch "
+                           "ops are compiled"),
 }
+#: What the other modes would add, and mode 1 does not (said so a reader of vLLM's source
+#: does not take them for mode 1's): Dynamo's cache limits raised to 2048 / 8192 around each
+#: compiled call, and ``fail_on_recompile`` after the first call when guards are evaluated.
+VLLM_OTHER_MODES = ("cache_size_limit 2048 and accumulated_cache_size_limit 8192 around each compiled call, "
+                    "set_stance('fail_on_recompile') after the first call (modes 2 and 3 only)")
 
 
 def _vllm(c: _View) -> dict[str, Any]:
-    """vLLM's ``compilation_config``, as documented in vllm-project/vllm vllm/config/compilation.py
-    (``CompilationConfig``: ``mode`` 0 NONE / 1 STOCK_TORCH_COMPILE / 3 VLLM_COMPILE, ``backend``,
-    ``inductor_compile_config``, ...). Mode 1 is plain torch.compile, the pipeline that was measured;
-    vLLM passes ``inductor_compile_config`` as its ``options`` when the backend is inductor."""
+    """vLLM's ``compilation_config``: mode 1 with the measured backend, and what it drops and changes."""
     if not c.compiles:
-        return {"compilation_config": {"mode": 0}, "notes": [], "not_carried": []}
+        return {"compilation_config": {"mode": 0}, "notes": [], "not_carried": [], "changes_measured": []}
     if c.precision:
         return _refused(c, "vLLM", "has no autocast or matmul-precision setting (its dtype casts the weights "
                         "themselves, which was not measured)")
@@ -29,26 +44,21 @@ def _vllm(c: _View) -> dict[str, Any]:
     if c.target != "whole":
         lost.append(_lost("target", c.target, "vLLM compiles the forward of its own model as one graph; it has no "
                           "per-module targets"))
+    if c.mode:
+        lost.append(_lost("mode", c.mode, "mode 1 compiles with torch.compile(fullgraph=True, backend=...) alone: no "
+                          "mode reaches it"))
+    for k, v in c.options.items():
+        lost.append(_lost(f"options.{k}", v, "mode 1 passes no inductor options (inductor_compile_config is read by "
+                          "modes 2 and 3 only); `compile-tune export --to env` sets the ones inductor reads from a "
+                          "TORCHINDUCTOR_* variable"))
     if c.dynamic is not None:
-        lost.append(_lost("dynamic", c.dynamic, "vLLM marks the token dimension dynamic itself"))
-    if not c.fullgraph:
-        lost.append(_lost("fullgraph", False, "vLLM captures the model's forward as one full graph"))
-    options = {**_mode_options(c.mode), **c.options}
-    if "triton.cudagraphs" in options:
-        lost.append(_lost("options.triton.cudagraphs", options.pop("triton.cudagraphs"),
-                          "CUDA graphs in vLLM are its own cudagraph_mode, captured per batch size"))
+        lost.append(_lost("dynamic", c.dynamic, "mode 1 passes no dynamic setting; torch's default (None) runs"))
     lost += _common_losses(c, "vLLM")
-    settings: dict[str, Any] = {"mode": 1, "backend": c.backend}
-    if c.backend == "inductor":
-        defaults = inductor_defaults()
-        pinned = {k: defaults[k] for k in VLLM_INJECTED_OPTIONS if k not in options and k in defaults}
-        options.update(pinned)
-    if options:
-        settings["inductor_compile_config"] = options
-    notes = ["mode 1 (STOCK_TORCH_COMPILE) is plain torch.compile, as measured; vLLM's default mode 3 "
-             "(VLLM_COMPILE: piecewise graphs, CUDA graphs, custom passes) was not measured",
-             "vLLM runs its own implementation of the model, not the workload file's: the measured speedup is a guide"]
-    if c.backend == "inductor":
-        notes.append("pinned to torch's defaults, as measured: " + "; ".join(
-            f"{k} ({why})" for k, why in VLLM_INJECTED_OPTIONS.items()))
-    return {"compilation_config": settings, "notes": notes, "not_carried": lost}
+    changes = [_lost(name, value, why) for name, (value, why) in VLLM_PROCESS_CHANGES.items()
+               if not (name == "fullgraph" and c.fullgraph) and not (name == "custom_ops" and c.backend != "inductor")]
+    notes = [f"read from vLLM {VLLM_RELEASE}: mode 1 (STOCK_TORCH_COMPILE) is plain torch.compile, as measured; "
+             "vLLM's default mode 3 (VLLM_COMPILE: piecewise graphs, CUDA graphs, custom passes) was not measured",
+             "vLLM runs its own implementation of the model, not the workload file's: the measured speedup is a guide",
+             f"not in mode 1: {VLLM_OTHER_MODES}"]
+    return {"compilation_config": {"mode": 1, "backend": c.backend}, "notes": notes, "not_carried": lost,
+            "changes_measured": changes}
