@@ -142,6 +142,9 @@ def test_the_cpp_example_serves_a_package_and_lives_through_a_refused_input(tmp_
     cmake, compiler = shutil.which("cmake"), shutil.which("c++") or shutil.which("g++")
     if not (cmake and compiler):
         pytest.skip(f"no C++ toolchain here (cmake: {cmake}, c++: {compiler}): the example cannot be built")
+    if torch.version.cuda and not shutil.which("nvcc"):
+        pytest.skip(f"torch {torch.__version__} is a CUDA build: its CMake config needs the CUDA toolkit (nvcc), "
+                    "which this machine lacks; a CPU build of torch builds the example")
     from tuner.workload import load_workload
 
     package = tmp_path / "model.pt2"
