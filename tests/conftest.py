@@ -71,3 +71,19 @@ def load_study(url: str, name: str):
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     return optuna.load_study(study_name=name, storage=open_storage(url))
+
+
+@pytest.fixture(autouse=True)
+def sigint_as_python_starts():
+    """Every test starts with Python's own Ctrl-C handler. A test that leaves SIGINT ignored (seen in
+    full sessions since 2026-12-02: the Ctrl-C tests, and every child process, then inherit the
+    ignored signal; each module passes alone) is named in a warning and the handler put back, so
+    the leak is found instead of failing tests far from it."""
+    import signal
+    import warnings
+
+    yield
+    current = signal.getsignal(signal.SIGINT)
+    if current is not signal.default_int_handler:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        warnings.warn(f"this test left SIGINT's handler as {current!r}; put back Python's default", stacklevel=1)

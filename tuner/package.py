@@ -153,7 +153,7 @@ def _record(measured: Mapping[str, Any], config: CompileConfig, built: dict, che
 def not_carried(config: CompileConfig) -> list[dict[str, Any]]:
     """The tuned settings the package does not hold, each with why (precision bf16 is refused
     before this; tf32 is carried: ``load_package`` sets the float32 matmul precision)."""
-    lost = []
+    lost: list[dict[str, Any]] = []
     if config.backend != "inductor":
         lost.append({"setting": "backend", "value": config.backend, "why": "AOTInductor compiles with inductor: the "
                      "package runs inductor's code at its default options, not the measured backend's"})

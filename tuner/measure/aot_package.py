@@ -68,8 +68,9 @@ def build_package(spec: TrialSpec, rec) -> None:
     rec.stage("export")
     start = time.perf_counter()
     one = reaches_one(shapes)
+    from torch.fx.experimental import _config as fx_config
     try:
-        with torch.no_grad(), torch.fx.experimental._config.patch(backed_size_oblivious=one):
+        with torch.no_grad(), fx_config.patch(backed_size_oblivious=one):  # type: ignore[attr-defined]
             exported = torch.export.export(ready.model, args, kwargs, strict=False,
                                            dynamic_shapes=dynamic_shapes(ready.inputs, calls, shapes))
     except Exception as exc:  # noqa: BLE001 - export's refusal is the finding
