@@ -19,6 +19,7 @@ from typing import Any
 from .core.config import CompileConfig
 from .core.errors import TunerError
 from .core.spec import TrialSpec
+from .export._common import _mode_options
 from .export.best_config import load_tuned_config
 from .isolated import run_isolated
 from .outputs import rebuild_outputs
@@ -159,11 +160,8 @@ def not_carried(config: CompileConfig) -> list[dict[str, Any]]:
                      "package runs inductor's code at its default options, not the measured backend's"})
     if config.target != "whole":
         lost.append({"setting": "target", "value": config.target, "why": "the whole model is packaged as one graph"})
-    options = dict(config.options)
-    if config.backend == "inductor" and config.mode and config.mode != "default":
-        import torch._inductor  # a mode is a named set of options: torch's own
-
-        options = {**torch._inductor.list_mode_options(config.mode), **options}
+    mode = config.mode if config.backend == "inductor" and config.mode != "default" else None
+    options = {**_mode_options(mode), **config.options}  # a mode is a named set of options: torch's own
     if options.get("triton.cudagraphs"):
         lost.append({"setting": "triton.cudagraphs", "value": True, "why": f"part of {config.mode or 'the options'}; "
                      "a package runs without CUDA graphs: capture them in the serving code"})
