@@ -97,6 +97,11 @@ def _measure_arguments(g) -> None:
          "apply_config pins them too), or leave them as the C library starts", choices=("pinned", "default"))
     _add(g, "--parallel", "trials in flight on this machine: they compile side by side on the cores the timing "
          "does not use, and take turns timing", metavar="N", shown="auto: 1 + one per 2 free cores, at most 4")
+    _add(g, "--nproc", "training on many ranks: each trial runs the step on N ranks launched by torch's elastic "
+         "launcher (as torchrun does), scored on the slowest; needs --task train and --data-parallel", type=int,
+         metavar="N")
+    _add(g, "--data-parallel", "with --nproc: how the ranks train one model; its settings are searched",
+         choices=("ddp", "fsdp2"))
     _add(g, "--check-threads", "after tuning, call the chosen config from N threads at once and compare with eager",
          type=int, metavar="N")
     g.add_argument("--trace", action="store_true",

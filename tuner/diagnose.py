@@ -71,6 +71,14 @@ CATEGORIES: dict[str, tuple[str, str]] = {
         "the config ran, but its peak memory is over --max-memory",
         "raise --max-memory or prefer configs with less memory",
     ),
+    "rank_hang": (
+        "a rank waited in a collective (all-reduce, all-gather) for a rank that never joined it",
+        "the ranks ran different code: compare the ranks' graphs (--trace) and avoid rank-dependent Python",
+    ),
+    "ranks_disagree": (
+        "the ranks' parameters differ after the same steps: they no longer train one model",
+        "do not use this config; look for rank-dependent code or state outside the gradients",
+    ),
     "unknown": ("the trial failed for a reason compile-tune does not recognise", "read the raw message"),
 }
 

@@ -21,12 +21,15 @@ from pathlib import Path
 from typing import Any
 
 from .core.shapes import merge_check_parts
-from .core.spec import TrialSpec
+from .core.spec import TrialSpec, rank_path
 from .diagnose import failure
 from .forkserver import launcher_threads
 from .forkserver import preload as preload_forked
 from .forkserver import prestart as prestart_forked
 from .forkserver import start as start_forked
+from .rank_group import merge as merge_ranks
+from .rank_group import read_ranks
+from .rank_group import start as start_ranks
 from .system.interrupts import interruptible
 from .system.launch import python_command
 from .system.thread_count import fresh_process_threads
@@ -52,6 +55,7 @@ class Running:
     timeout: float
     compile_budget_s: float | None
     start: float
+    nproc: int = 1
 
     def finish(self) -> dict:
         """Wait for the child (killing it at its timeout), clean up, and return its result."""
@@ -62,7 +66,8 @@ class Running:
             # Ctrl-C lands here, not in Popen: a child started but not yet bound to `proc`
             # would be left running (see tuner.system.interrupts).
             with interruptible():
-                pruned_after = _wait(proc, out_path, self.start, self.timeout, self.compile_budget_s)
+                pruned_after = _wait(proc, rank_path(out_path, 0) if self.nproc > 1 else out_path, self.start,
+                                     self.timeout, self.compile_budget_s)
             timed_out = proc.poll() is None and pruned_after is None
             _kill_group(proc)
         finally:
@@ -70,7 +75,7 @@ class Running:
                 _kill_group(proc)
             _kill_group(proc)  # leftover compile workers in the group
         wall = time.perf_counter() - self.start
-        result = _read_result(out_path)
+        result = self._result(timed_out)
         result["trial_wall_s"] = wall
         if pruned_after is not None:
             result.update(status="pruned", pruned_reason=(
@@ -79,10 +84,10 @@ class Running:
         elif timed_out:
             result.update(status="failed", failure=failure(
                 "timeout", f"no result after {self.timeout:.0f} s (stage: {result.get('stage', 'startup')})").to_dict())
-        elif proc.returncode != 0 or result.get("status") == "running":
+        elif result.get("status") != "failed" and (proc.returncode != 0 or result.get("status") == "running"):
             result.update(status="failed", failure=_death(proc.returncode, result, log_path).to_dict())
         result["log_tail"] = _tail(log_path) if result.get("status") == "failed" else ""
-        for path in (self.spec_path, out_path, log_path):
+        for path in self._files():
             path.unlink(missing_ok=True)
         if self.own_cache and not self.keep_cache:
             shutil.rmtree(self.cache, ignore_errors=True)
@@ -90,10 +95,24 @@ class Running:
             result["cache_dir"] = str(self.cache)
         return result
 
+    def _result(self, timed_out: bool) -> dict:
+        """The child's result; on many ranks, the ranks' results merged (tuner/rank_group.py)."""
+        if self.nproc <= 1:
+            return _read_result(self.out_path)
+        ranks = read_ranks(self.out_path, self.nproc)
+        if timed_out:  # where each rank was
+            where = ", ".join(f"rank {i} at stage {r.get('stage', 'startup')}" for i, r in enumerate(ranks))
+            return {**ranks[0], "status": "running", "stage": where}
+        return merge_ranks(ranks, self.proc.returncode, _tail(self.log_path, 20000))
+
+    def _files(self) -> list[Path]:
+        ranks = [rank_path(self.out_path, r) for r in range(self.nproc)] if self.nproc > 1 else []
+        return [self.spec_path, self.out_path, self.log_path, *ranks]
+
     def kill(self) -> None:
         """Stop the child and clean up, its result unread (another part failed or was interrupted)."""
         _kill_group(self.proc)
-        for path in (self.spec_path, self.out_path, self.log_path):
+        for path in self._files():
             path.unlink(missing_ok=True)
         if self.own_cache:
             shutil.rmtree(self.cache, ignore_errors=True)
@@ -125,10 +144,14 @@ def start_isolated(
     env = _child_env(spec.threads, cache, env_extra)
     start = time.perf_counter()
     with open(log_path, "wb") as log:  # a fresh interpreter writes to its own copy of the descriptor
-        proc = _start(spec, [str(spec_path), str(out_path)], env, log, log_path, traced="TORCH_TRACE" in env)
+        argv = [str(spec_path), str(out_path)]
+        if spec.nproc > 1:  # the ranks share the trial's inductor cache (one compile for all, where it is one)
+            proc = start_ranks(spec.nproc, argv, env, log, os.getcwd())
+        else:
+            proc = _start(spec, argv, env, log, log_path, traced="TORCH_TRACE" in env)
     return Running(proc=proc, spec_path=spec_path, out_path=out_path, log_path=log_path, cache=cache,
                    own_cache=own_cache, keep_cache=keep_cache, timeout=timeout, compile_budget_s=compile_budget_s,
-                   start=start)
+                   start=start, nproc=spec.nproc)
 
 
 def prestart_launcher(work_dir: Path, check: bool = False) -> None:

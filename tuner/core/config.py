@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from .data_parallel import check_data_parallel, describe_data_parallel
 from .errors import ConfigError
 from .precision import PRECISIONS
 from .precision import label as precision_label
@@ -71,6 +72,10 @@ class CompileConfig:
     ``torch.autocast(dtype=torch.bfloat16)``; ``tf32``: float32 matmuls on TF32 tensor cores
     (``torch.set_float32_matmul_precision("high")``, process-wide, CUDA only). Either *changes
     numerics*: searched only with ``--allow-precision-change`` (tuner/core/precision.py)."""
+    data_parallel: Mapping[str, Any] = field(default_factory=dict)
+    """Training on many ranks (``--nproc``): how the model is wrapped around its compiled code, e.g.
+    ``{"wrap": "ddp", "optimize_ddp": "ddp_optimizer", "bucket_cap_mb": 25}`` or ``{"wrap": "fsdp2",
+    "reshard_after_forward": true}``; empty for one process (tuner/runtime/parallel_wrap.py)."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.target, str) or not self.target:
@@ -92,6 +97,7 @@ class CompileConfig:
         object.__setattr__(self, "dynamo", _dynamo_settings(self.dynamo))
         object.__setattr__(self, "mark_dynamic", _marks(self.mark_dynamic, "mark_dynamic"))
         object.__setattr__(self, "mark_unbacked", _marks(self.mark_unbacked, "mark_unbacked"))
+        object.__setattr__(self, "data_parallel", check_data_parallel(self.data_parallel))
         if self.precision is not None and self.precision not in PRECISIONS:
             raise ConfigError(f"`precision` must be one of {', '.join(PRECISIONS)} or null, got {self.precision!r}")
         if self.precision is not None and self.target == NO_COMPILE:
@@ -125,6 +131,7 @@ class CompileConfig:
             **{marks: {k: {d: list(r) for d, r in dims.items()} for k, dims in getattr(self, marks).items()}
                for marks in ("mark_dynamic", "mark_unbacked") if getattr(self, marks)},  # absent when empty
             **({"precision": self.precision} if self.precision else {}),  # absent when null: keys unchanged
+            **({"data_parallel": dict(self.data_parallel)} if self.data_parallel else {}),  # absent for one process
         }
 
     @classmethod
@@ -181,6 +188,8 @@ class CompileConfig:
             label += " " + describe_dynamo(k, v)
         if self.precision:
             label += " " + precision_label(self.precision)
+        if self.data_parallel:
+            label += " " + describe_data_parallel(self.data_parallel)
         return label
 
     @property

@@ -84,6 +84,26 @@ class TrialSpec:
     """Lanes: the CPU cores the trial times on, holding the slot."""
     compile_cores: list[int] | None = None
     """Lanes: the CPU cores the trial compiles (and does everything untimed) on."""
+    nproc: int = 1
+    """Ranks of a training trial (``--nproc``): launched by torch's elastic launcher, each a
+    process of ``threads`` threads (tuner/measure/ranks.py)."""
+    data_parallel: str | None = None
+    """``ddp`` or ``fsdp2`` with ``nproc`` > 1; the config's ``data_parallel`` holds its settings."""
+    collective_timeout_s: float = 300.0
+    """On many ranks: how long a rank waits in one collective for the others before the trial
+    fails as a hang (the process group's timeout)."""
+
+
+#: Each rank's figures kept in ``ranks`` (trials.csv's ``rank<N>_<name>`` columns).
+PER_RANK = ("step_s", "eager_step_s", "compile_time_s", "peak_memory_mb")
+
+
+def rank_path(out, rank: int):
+    """Where rank ``rank`` of a trial on many ranks writes its result, beside the trial's own."""
+    from pathlib import Path
+
+    out = Path(out)
+    return out.with_name(f"{out.stem}.rank{rank}{out.suffix}")  # its own .tmp beside it (Recorder.flush)
 
 
 class Measurement(TypedDict, total=False):
@@ -113,6 +133,9 @@ class Measurement(TypedDict, total=False):
     correct: bool
     correctness_error: str | None
     graphs: int
+    backend_graphs: int
+    """The graphs AOTAutograd compiled (inductor, aot_eager): Dynamo's graphs, split further by
+    DDPOptimizer at DDP's gradient buckets on many ranks."""
     graph_breaks: int
     graph_break_events: int
     library_graph_breaks: int
@@ -143,6 +166,12 @@ class Measurement(TypedDict, total=False):
     timing: str
     """``beside`` or ``alone`` (tuner/measure/timing.py)."""
     arrival_order: bool
+    ranks: list[dict[str, Any]]
+    """On many ranks: each rank's figures (step, eager step, compile time, peak memory); the trial's
+    own figures are the slowest rank's (tuner/measure/ranks.py)."""
+    slowest_rank: int
+    rank_spread: float
+    """(slowest - fastest) / fastest of the ranks' compiled step times."""
 
 
 #: The measurements a study keeps as trial attributes: every key of :class:`Measurement` but the

@@ -84,6 +84,8 @@ def _pick_best(study, scoring: Scoring, device: str) -> TunedConfig:
     # The trials' own thread count (their environment records it); the study's setting if not.
     tuned_on.setdefault("threads", settings.get("threads"))
     tuned_on.update(device=device, date=_measured_on(study), steps=scoring.steps, task=settings.get("task"))
+    if settings.get("nproc", 1) > 1:  # apply_config wraps the model as its ranks were (tuner/runtime/apply.py)
+        tuned_on.update(nproc=settings["nproc"], data_parallel=settings.get("data_parallel"))
     if study.user_attrs.get("objective") == "pareto":
         return _unconfirmed(_pick_pareto(study, scoring, eager, candidates, tuned_on), "objective pareto")
     confirmation = study.user_attrs.get("confirmation") or {}

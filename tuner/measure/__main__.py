@@ -28,7 +28,13 @@ def main(argv: list[str]) -> int:
     die_with_parent()  # a trial outlives no killed tuner
     spec_path, out_path = Path(argv[0]), Path(argv[1])
     spec = TrialSpec(**json.loads(spec_path.read_text()))
-    rec = Recorder(out_path)
+    measure(spec, Recorder(out_path))
+    return 0
+
+
+def measure(spec: TrialSpec, rec: Recorder, before=None) -> bool:
+    """Run ``spec`` in this process, its figures (or its failure) into ``rec``; True when it ran.
+    ``before``: what to do once torch is imported and the threads are set (a rank joins its group)."""
     start = time.perf_counter()
     try:
         import torch
@@ -37,28 +43,34 @@ def main(argv: list[str]) -> int:
         rec.data["child_import_s"] = time.perf_counter() - start
         torch.set_num_threads(spec.threads)
         limit_memory(spec.trial_memory_limit_mb)
+        if before is not None:
+            before()
         heap = pin_heap() if spec.heap == PINNED and not spec.device.startswith("cuda") else None
         rec.update(environment={**environment(spec.device), "heap": heap or DEFAULT})
-        if spec.mode == "check":
-            rec.update(check=run_check(spec), status="ok", stage="done")
-        elif spec.mode == "threads":
-            measure_threads(spec, rec)
-        elif spec.mode == "startup":
-            measure_start(spec, rec)
-        elif spec.mode == "package":
-            build_package(spec, rec)
-        elif spec.mode == "package_check":
-            check_package(spec, rec)
-        else:
-            run_trial(spec, rec)
+        _run_mode(spec, rec)
+        return True
     except BaseException as exc:  # the trial's failure is data for the parent
         fail = classify_exception(exc)
         rec.data["traceback"] = traceback.format_exc()[-4000:]
         rec.update(status="failed", failure=fail.to_dict())
+        return False
     finally:
         rec.update(child_wall_s=time.perf_counter() - start)
-    return 0
 
+
+def _run_mode(spec: TrialSpec, rec: Recorder) -> None:
+    if spec.mode == "check":
+        rec.update(check=run_check(spec), status="ok", stage="done")
+    elif spec.mode == "threads":
+        measure_threads(spec, rec)
+    elif spec.mode == "startup":
+        measure_start(spec, rec)
+    elif spec.mode == "package":
+        build_package(spec, rec)
+    elif spec.mode == "package_check":
+        check_package(spec, rec)
+    else:
+        run_trial(spec, rec)
 
 if __name__ == "__main__":
     main(sys.argv[1:])

@@ -15,6 +15,7 @@ the mode, so eager stays the float32 reference it is timed and checked as.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from typing import Any
 
 from ..core.config import CompileConfig
@@ -30,10 +31,12 @@ from .tree import map_tensors
 class Step:
     """One step of the user's workload on one model object, eager or compiled."""
 
-    def __init__(self, model, task: str, workload) -> None:
+    def __init__(self, model, task: str, workload, runner=None) -> None:
         import torch
 
         self.model, self.task, self.workload = model, task, workload
+        #: What a step calls: the model, or its data-parallel wrapper on many ranks (DDP around it)
+        self.runner = model if runner is None else runner
         self.optimizer = None
         self._forwards: list[tuple[Any, Any]] = []  # (module, its compiled forward)
         self._compiled_optimizer_step = None
@@ -56,7 +59,8 @@ class Step:
         self._restore_forwards()
         regions = target_modules(self.model, config.target)
         before = torch.get_float32_matmul_precision()
-        apply_config(self.model, config, warm_start=False)
+        # on many ranks the trial wrapped the model already (tuner/measure/ranks.py)
+        apply_config(self.model, dataclasses.replace(config, data_parallel={}), warm_start=False)
         modules = [module for _, module in regions]
         if getattr(vars(self.model).get("forward"), PRECISION_MARK, None) and self.model not in modules:
             modules.append(self.model)  # bf16 autocast around the whole forward (target blocks or a pattern)
@@ -109,13 +113,13 @@ class Step:
 
         if self.task != "train":
             with torch.no_grad():
-                out = call_model(self.model, inputs)
+                out = call_model(self.runner, inputs)
             if inspect:
                 inspect(out, None)
             return out
         assert self.optimizer is not None  # a train step always builds one
         self.optimizer.zero_grad(set_to_none=True)
-        out = call_model(self.model, inputs)
+        out = call_model(self.runner, inputs)
         loss = self.workload.loss_fn(out, inputs)
         loss.backward()
         if inspect:

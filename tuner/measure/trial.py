@@ -40,6 +40,7 @@ from .contention import CoreWait
 from .correctness import PRECISION_TOLERANCE, TOLERANCE, compare, flatten, to_float64
 from .devices import PeakMemory, memory_in_use, timed
 from .mix import timing_mix
+from .rank import agree_max, check_ranks, wrap_for_ranks
 from .setup import prepare, seed_all
 from .slot import pin, timing_slot
 from .steps import Step, TrainingState, checked_step, consumed_random_numbers, fresh_start, rng_state, timed_steps
@@ -78,7 +79,9 @@ def run_trial(spec: TrialSpec, rec: Recorder) -> None:
     ready = prepare(spec, schedule=spec.run_schedule)
     workload, model, inputs, schedule = ready.workload, ready.model, ready.inputs, ready.schedule
     mix = timing_mix(inputs, schedule)
-    step = Step(model, spec.task, workload)
+    # many ranks: the wrapper around the model, and the state every rank's check starts from
+    step = Step(model, spec.task, workload, runner=wrap_for_ranks(spec, config, model))
+    saved = TrainingState(step) if spec.nproc > 1 else None
     rec.update(config=config.to_dict(), config_label=config.describe(), regions=None,
                mix=[{"input": e.label, "weight": round(e.weight, 4)} for e in mix],
                baseline_memory_mb=memory_in_use(device) / 2**20)
@@ -90,6 +93,7 @@ def run_trial(spec: TrialSpec, rec: Recorder) -> None:
         first_eager, _ = timed(lambda: step(inputs), device)
         stochastic = consumed_random_numbers(before, rng_state(device))
         estimates = [statistics.median(timed_steps(step, e.inputs, max(2, spec.warmup - 1), device)) for e in mix]
+        estimates = agree_max(estimates, spec)  # ranks size their timed blocks alike
     rec.update(stochastic=stochastic, eager_peak_memory_mb=eager_mem.peak_mb)
 
     compiled = _compile(step, config, inputs, schedule, spec, rec) if config.compiles else None
@@ -121,15 +125,27 @@ def run_trial(spec: TrialSpec, rec: Recorder) -> None:
     # 5. correctness, on every distinct input, from the same weights and random state
     if config.compiles and spec.check_correctness:
         rec.stage("correctness")
-        problem, how, dtypes = _check_correctness(step, config, mix, stochastic, spec, tol)
-        rec.update(correct=problem is None, correctness_error=problem, correctness_check=how,
-                   compiled_output_dtypes=dtypes)
-        if problem:
-            rec.update(status="failed", failure=failure("wrong_results", problem).to_dict())
+        if not _correct(step, saved, config, mix, stochastic, spec, tol, rec):
             return
     elif config.compiles:
         rec.update(correctness_check="not checked here: a confirmation process (the search checked this config)")
     rec.update(status="ok", stage="done")
+
+
+def _correct(step: Step, saved, config: CompileConfig, mix, stochastic: bool, spec: TrialSpec, tol: float,
+             rec: Recorder) -> bool:
+    """5. the config against eager (on many ranks: every rank, from the state saved before its first step)."""
+    if saved is not None:
+        problem, how = check_ranks(step, saved, config, mix[0].inputs, stochastic, spec, tol)
+        dtypes = None
+    else:
+        problem, how, dtypes = _check_correctness(step, config, mix, stochastic, spec, tol)
+    rec.update(correct=problem is None, correctness_error=problem, correctness_check=how,
+               compiled_output_dtypes=dtypes)
+    if problem:
+        category = "ranks_disagree" if "parameters differ from rank 0's" in problem else "wrong_results"
+        rec.update(status="failed", failure=failure(category, problem).to_dict())
+    return problem is None
 
 
 @dataclass
@@ -253,6 +269,8 @@ def _record_dynamo(rec: Recorder, logs: DynamoLogCapture) -> None:
 
     rec.update(
         graphs=int(counters["stats"].get("unique_graphs", 0)),
+        # the graphs AOTAutograd handed the backend: more than Dynamo's where DDPOptimizer split them at buckets
+        backend_graphs=int(counters["aot_autograd"].get("total", 0)),
         graph_breaks=len(logs.breaks),
         graph_break_events=logs.break_events,
         library_graph_breaks=logs.library_breaks,

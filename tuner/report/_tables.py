@@ -6,7 +6,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..core.data_parallel import resolved
 from ..core.shapes import choice_of as dynamic_choice_of
+from ..core.spec import PER_RANK
 from ._fmt import text, truthy
 
 #: trials.csv columns, in order (others follow).
@@ -17,7 +19,7 @@ COLUMNS = [
     "eager_peak_memory_mb", "correct", "graphs", "graph_breaks", "recompiles", "recompile_time_s",
     "failure_category", "failure_explanation", "failure_hint", "failure_raw", "duplicate_of", "interrupted",
     "regions", "step_s", "eager_step_s", "first_call_s", "trial_wall_s", "trace_dir", "compile_time_warm_s",
-    "pruned_reason", "regional_note", "not_searched",
+    "pruned_reason", "regional_note", "not_searched", "slowest_rank", "rank_spread",
 ]
 _DETAIL_COLUMNS = ("graph_break_details", "recompile_details", "round_ratios", "region_names", "environment",
                    "config", "log_tail", "correctness_error")
@@ -26,6 +28,7 @@ _DETAIL_COLUMNS = ("graph_break_details", "recompile_details", "round_ratios", "
 def trials_frame(study) -> pd.DataFrame:
     """One row per trial (every state), measurements as columns named like the user attributes."""
     rows = []
+    wrap = (study.user_attrs.get("settings") or {}).get("data_parallel")  # on many ranks: ddp or fsdp2
     for t in study.get_trials(deepcopy=False):
         attrs = dict(t.user_attrs)
         cfg = attrs.get("config") or {}
@@ -39,6 +42,7 @@ def trials_frame(study) -> pd.DataFrame:
             precision=cfg.get("precision"),  # set: the trial changed numerics (tuner/core/precision.py)
             correctness_error=attrs.get("correctness_error"),
         )
+        row.update(_rank_columns(row.pop("ranks", None), cfg, wrap))
         rows.append(row)
     frame = pd.DataFrame(rows)
     if frame.empty:
@@ -48,6 +52,17 @@ def trials_frame(study) -> pd.DataFrame:
         if column not in frame.columns:
             frame[column] = None
     return frame[COLUMNS + [c for c in frame.columns if c not in COLUMNS]]
+
+
+def _rank_columns(ranks, cfg: dict, wrap: str | None) -> dict:
+    """On many ranks: each rank's figures (``rank0_step_s``, ...) and the searched DDP/FSDP2
+    settings (``ddp_bucket_cap_mb``, ...) as columns of their own; nothing for one process."""
+    if not ranks:
+        return {}
+    out = {f"rank{r['rank']}_{name}": r.get(name) for r in ranks for name in PER_RANK}
+    if wrap:  # the defaults too: a config at DDP's defaults has no settings of its own
+        out.update({f"{wrap}_{k}": v for k, v in resolved(cfg.get("data_parallel") or {}, wrap).items() if k != "wrap"})
+    return out
 
 
 def measured(frame: pd.DataFrame) -> pd.DataFrame:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.config import TunedConfig
+from ..core.data_parallel import WRAPS
 from ..core.durations import parse_duration
 from ..core.errors import TunerError
 from ..space.autospace import AUTO
@@ -73,6 +74,10 @@ class TuneOptions:
     allow_precision_change: bool = False
     """Search lower precisions too (bf16 autocast, TF32 matmuls): configs that change numerics
     (tuner/core/precision.py)."""
+    nproc: int = 1
+    """Ranks of each training trial, launched by torch's elastic launcher (tuner/measure/rank.py)."""
+    data_parallel: str | None = None
+    """``ddp`` or ``fsdp2``: how the ranks train one model (tuner/core/data_parallel.py); needs ``nproc`` > 1."""
     budget_deadline: float | None = None
     """When the budget ends (``time.time()``): set as the run's clock starts (by ``tune``, or earlier by
     the CLI) and handed as is to the ``--workers`` processes, so they stop starting trials with it."""
@@ -109,6 +114,25 @@ class TuneOptions:
                              "e.g. --tie-margin 0.02: a saving below 2 % of eager's total is a tie")
         if self.budget is not None:
             self.budget = parse_duration(self.budget)
+        self._check_ranks()
+
+    def _check_ranks(self) -> None:
+        if self.nproc < 1:
+            raise TunerError(f"--nproc must be >= 1, got {self.nproc}", "e.g. --nproc 2 --data-parallel ddp")
+        if self.nproc > 1 and self.task != "train":
+            raise TunerError(f"--nproc {self.nproc} runs a training step on many ranks, but --task is {self.task}",
+                             "add --task train, or drop --nproc")
+        if self.nproc > 1 and self.data_parallel is None:
+            raise TunerError(f"--nproc {self.nproc} needs --data-parallel: how the ranks train one model",
+                             "add --data-parallel ddp or --data-parallel fsdp2")
+        if self.data_parallel is not None and self.data_parallel not in WRAPS:
+            raise TunerError(f"--data-parallel must be ddp or fsdp2, got {self.data_parallel!r}",
+                             "use --data-parallel ddp or --data-parallel fsdp2")
+        if self.data_parallel is not None and self.nproc < 2:
+            raise TunerError(f"--data-parallel {self.data_parallel} needs --nproc 2 or more ranks",
+                             "add --nproc N (N ranks on this machine)")
+        if self.nproc > 1:
+            self.parallel = 1  # the ranks take the machine's cores: trials run one at a time
 
 
 @dataclass
@@ -137,5 +161,6 @@ def study_settings(opts: TuneOptions, workload: str, device: str, threads: int, 
         measure_seconds=opts.measure_seconds, rounds=opts.rounds, space=opts.space,
         trace_dir=str(out_dir / "traces") if opts.trace else None, trial_memory_limit_mb=opts.trial_memory_limit_mb,
         compile_cost=opts.compile_cost, allow_precision_change=opts.allow_precision_change,
-        heartbeat_s=opts.heartbeat_s, torch=torch_version, heap=opts.heap,
+        heartbeat_s=opts.heartbeat_s, torch=torch_version, heap=opts.heap, nproc=opts.nproc,
+        data_parallel=opts.data_parallel,
     )

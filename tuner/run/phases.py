@@ -122,8 +122,9 @@ class Run:
     def _announce(self) -> None:
         opts, space, log = self.opts, self.space, self.log
         self.study.set_user_attr("command", scrub(" ".join(opts.argv), self.storage) if opts.argv else "")
-        log(f"compile-tune: {self.workload.name} ({opts.task}) on {self.device}, {self.threads} thread(s); space "
-            f"'{opts.space}' has {len(space.configs())} configs; scoring {opts.steps:,} steps; study "
+        ranks = f"{opts.nproc} ranks ({opts.data_parallel}) x " if opts.nproc > 1 else ""
+        log(f"compile-tune: {self.workload.name} ({opts.task}) on {self.device}, {ranks}{self.threads} thread(s); "
+            f"space '{opts.space}' has {len(space.configs())} configs; scoring {opts.steps:,} steps; study "
             f"'{self.study.study_name}' in {redact(self.storage)}")
         for choice in self.choices:
             log(f"  {choice.text()}")
@@ -225,6 +226,10 @@ class Run:
         a warm start, where it fits in the budget."""
         clock = self.clock
         warm = tuned.verdict == "compile" and self.opts.warm_start and not self.run.interrupted
+        if warm and self.opts.nproc > 1:
+            # its cold/warm start is timed in one process, which cannot wrap a model for many ranks
+            self.log("  warm start: not saved for a config tuned on many ranks (--nproc) yet")
+            warm = False
         kept = self.tuner.caches.get(tuned.config.key()) if warm else None
         plan = clock.plan()
         if warm and clock.fits("warm start", plan.warm_start_s if kept else plan.warm_start_without_cache_s(),

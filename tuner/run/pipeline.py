@@ -77,7 +77,8 @@ def tune(opts: TuneOptions, log: Callable[[str], None] | None = None) -> TuneRes
             shutil.rmtree(out_dir, ignore_errors=True)
         raise
     preload_workload(str(workload.path), device)
-    threads = opts.threads or default_threads()
+    # on many ranks, each rank gets its share of the machine's threads, as torchrun users set it
+    threads = opts.threads or max(1, default_threads() // opts.nproc)
     # --workers processes measure at the same thread count, and stop at the same deadline
     opts = dataclasses.replace(opts, threads=threads, budget_deadline=clock.deadline)
     space, choices = search_space(opts, workload, device)
@@ -109,9 +110,15 @@ def search_space(opts: TuneOptions, workload, device: str) -> tuple[SearchSpace,
     # input schedule's Dynamo settings (tuner/core/shapes.py), the precisions of --allow-precision-change.
     space.restrict(device=device, task=opts.task, has_blocks=found.cls is not None, blocks_note=found.reason,
                    varying_dims=varying, shapes=distinct_shapes(calls),
-                   allow_precision_change=opts.allow_precision_change)
+                   allow_precision_change=opts.allow_precision_change, data_parallel=opts.data_parallel)
     if choices:  # what restrict added: the input schedule's Dynamo settings (tuner/core/shapes.py)
-        choices += [Choice(dim, space.dynamo[dim.removeprefix("dynamo.")], why) for dim, why in space.reasons.items()]
+        choices += [Choice(dim, _values(space, dim), why) for dim, why in space.reasons.items()]
     if choices and space.precision != [None]:
         choices.append(Choice("precision", space.precision, "--allow-precision-change: changes numerics"))
     return space, choices
+
+
+def _values(space: SearchSpace, dim: str) -> list:
+    """The choices of a dimension :meth:`SearchSpace.restrict` added (``dynamo.X``, ``data_parallel.X``)."""
+    group, _, name = dim.partition(".")
+    return (space.data_parallel if group == "data_parallel" else space.dynamo)[name]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import types
 import warnings
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ from .apply_precision import MARK as PRECISION_MARK
 from .apply_precision import autocast_forward, set_matmul_precision
 from .dynamo import resolved, scoped
 from .marks import marked
+from .parallel_wrap import wrap as data_parallel_wrap
 from .warmstart import load_warm_start
 
 
@@ -48,8 +50,10 @@ def apply_config(model, config: CompileConfig | str | Path | Mapping[str, Any], 
     tuned = load_tuned_config(config) if isinstance(config, (str, Path)) else None  # read once
     cfg = _as_measured(model, config, tuned, pin_heap)
     model = _uncompiled(model)
+    if cfg.data_parallel:
+        _refuse_wrapped(model)
     if not cfg.compiles:
-        return model
+        return data_parallel_wrap(model, cfg.data_parallel) if cfg.data_parallel else model
     if warm_start and tuned is not None:
         assert isinstance(config, (str, Path))  # what tuned was read from
         load_warm_start(Path(config), dict(tuned.tuned_on), dict(tuned.measured))
@@ -73,7 +77,16 @@ def apply_config(model, config: CompileConfig | str | Path | Mapping[str, Any], 
         if wrapped is not forward:  # tf32 has no wrapper
             model.forward = wrapped
         set_matmul_precision(cfg.precision)
-    return model
+    # compiled first, then wrapped, as torchtitan orders it (tuner/core/data_parallel.py)
+    return data_parallel_wrap(model, cfg.data_parallel) if cfg.data_parallel else model
+
+
+def _refuse_wrapped(model) -> None:
+    """A data-parallel config wraps the model itself, with its tuned settings: not twice."""
+    if type(model).__name__ == "DistributedDataParallel" or type(model).__name__.startswith("FSDP"):
+        raise ConfigError(f"apply_config got a model wrapped already ({type(model).__name__}), but this config "
+                          "wraps it with its tuned data-parallel settings",
+                          "pass the bare model to apply_config and use the model it returns")
 
 
 def load_config(path: str | Path) -> CompileConfig:
@@ -221,8 +234,8 @@ def _as_measured(model, config, tuned: TunedConfig | None, pin_heap: bool) -> Co
         _warn_on_thread_mismatch(tuned.tuned_on, config)
         if pin_heap:
             _pin_heap_as_measured(tuned.tuned_on)
-        # stay_eager, or undecided: eager until a measurement decides
-        return tuned.config if tuned.verdict == "compile" else EAGER
+        # stay_eager, or undecided: eager until a measurement decides; on many ranks, wrapped as measured
+        return _wrapped_as_measured(tuned.config if tuned.verdict == "compile" else EAGER, tuned.tuned_on)
     cfg = coerce_config(config)
     tuned_on = config.get("tuned_on") if isinstance(config, Mapping) else None
     if isinstance(tuned_on, Mapping):
@@ -230,8 +243,17 @@ def _as_measured(model, config, tuned: TunedConfig | None, pin_heap: bool) -> Co
     if pin_heap:
         _pin_heap_as_measured(tuned_on if isinstance(tuned_on, Mapping) else _default_heap(model))
     if isinstance(config, Mapping) and config.get("verdict") not in (None, "compile"):
-        return EAGER
-    return cfg
+        cfg = EAGER
+    return _wrapped_as_measured(cfg, tuned_on if isinstance(tuned_on, Mapping) else {})
+
+
+def _wrapped_as_measured(cfg: CompileConfig, tuned_on: Mapping[str, Any]) -> CompileConfig:
+    """A config tuned on many ranks (``tuned_on.data_parallel``) with its wrap: DDP or FSDP2 around
+    the model as its ranks ran it, eager included (DDP's and FSDP2's defaults)."""
+    wrap = tuned_on.get("data_parallel")
+    if not wrap:
+        return cfg
+    return replace(cfg, data_parallel={**cfg.data_parallel, "wrap": wrap})
 
 
 def _default_heap(model) -> dict[str, str]:

@@ -35,6 +35,7 @@ from ..core.shapes import MARKED, MARKED_UNBACKED, reaches_one, schedule_setting
 from ..core.shapes import choice_of as dynamic_choice_of
 from ..core.shapes import matters as shape_setting_matters
 from ..system.config_defaults import inductor_defaults
+from . import data_parallel_dims as dp_dims
 from .dynamo_settings import combinations as dynamo_combinations
 from .dynamo_settings import drop_defaults as dynamo_drop_defaults
 from .dynamo_settings import from_param as dynamo_from_param
@@ -85,6 +86,10 @@ class SearchSpace:
     """The ``dynamo`` settings :meth:`restrict` added for the input schedule. Each matters only with
     some ``dynamic`` choices (tuner/core/shapes.py ``matters``); with the others it stays at Dynamo's
     default, so configs that would differ only there are one config."""
+    data_parallel: dict[str, list] = field(default_factory=dict)
+    """On many ranks (``--nproc``): the DDP or FSDP2 settings searched (tuner/space/data_parallel_dims.py)."""
+    wrap: str | None = None
+    """``ddp`` or ``fsdp2`` on many ranks, else None."""
     reasons: dict[str, str] = field(default_factory=dict)
     """Why :meth:`restrict` added a dimension (``dynamo.recompile_limit`` -> why), for ``compile-tune space``."""
 
@@ -104,9 +109,12 @@ class SearchSpace:
             f"dynamo.{n}", [dynamo_param(c) for c in cs]), cs) for n, cs in self.dynamo.items()}
         # asked only when searched, so studies without precision keep their parameters
         precision = trial.suggest_categorical("precision", self.precision) if self.precision != [None] else None
+        data_parallel = dp_dims.settings(self.wrap, {n: trial.suggest_categorical(f"data_parallel.{n}", cs)
+                                                     for n, cs in self.data_parallel.items()})
         return self._fit(CompileConfig(target, backend, mode, fullgraph=fullgraph, options=_drop_defaults(options),
                                        compile_optimizer=compile_optimizer, **self._dynamic(dynamic, target),
-                                       dynamo=dynamo_drop_defaults(dynamo), precision=precision))
+                                       dynamo=dynamo_drop_defaults(dynamo), precision=precision,
+                                       data_parallel=data_parallel))
 
     def _dynamic(self, choice, target: str) -> dict[str, Any]:
         """The config fields of a ``dynamic`` choice; ``marked`` and ``marked_unbacked`` mark the
@@ -131,6 +139,8 @@ class SearchSpace:
         }
         if self.precision != [None]:
             params["precision"] = cfg.precision if cfg.precision in self.precision else self.precision[0]
+        for name in self.data_parallel:
+            params[f"data_parallel.{name}"] = dp_dims.value_of(dict(cfg.data_parallel), self.wrap or "", name)
         dynamo_defaults = dynamo_known_settings() if self.dynamo else {}
         for name in self.dynamo:
             params[f"dynamo.{name}"] = dynamo_param(cfg.dynamo.get(name, dynamo_defaults.get(name)))
@@ -183,6 +193,8 @@ class SearchSpace:
                         out.append(replace(base, options=_drop_defaults({**base.options, name: value})))
         out += [replace(base, dynamo=d) for d in dynamo_neighbours(base.dynamo, self.dynamo)]
         out += [replace(base, precision=p) for p in self.precision if p != base.precision]
+        out += [replace(base, data_parallel=d) for d in dp_dims.neighbours(dict(base.data_parallel),
+                                                                           self.data_parallel, self.wrap)]
         for dim in ("fullgraph", "compile_optimizer"):
             for value in getattr(self, dim):
                 if value != getattr(base, dim):
@@ -207,20 +219,23 @@ class SearchSpace:
                 opts = _drop_defaults(dict(zip(option_names, values)))
                 cfg = CompileConfig(target, backend, mode, fullgraph=fullgraph, options=opts,
                                     compile_optimizer=compile_optimizer, **self._dynamic(dynamic, target))
-                for dynamo, precision in itertools.product(dynamo_sets, self.precision):
-                    with_dynamo = self._fit(replace(cfg, dynamo=dynamo, precision=precision))
+                for dynamo, precision, dp in itertools.product(
+                        dynamo_sets, self.precision, dp_dims.combinations(self.data_parallel, self.wrap)):
+                    with_dynamo = self._fit(replace(cfg, dynamo=dynamo, precision=precision, data_parallel=dp))
                     seen.setdefault(with_dynamo.key(), with_dynamo)
         return list(seen.values())
 
     def restrict(self, *, device: str, task: str, has_blocks: bool, varying_dims: dict | None = None,
-                 shapes: int = 1, allow_precision_change: bool = False, blocks_note: str = "") -> SearchSpace:
+                 shapes: int = 1, allow_precision_change: bool = False, blocks_note: str = "",
+                 data_parallel: str | None = None) -> SearchSpace:
         """Drop choices that cannot work here; record each drop in ``skipped``. ``varying_dims``:
         the input dimensions that vary over the schedule (what ``dynamic: marked`` marks);
         ``shapes``: how many distinct input shapes it has. Both decide the ``dynamo`` settings the
         schedule calls for, which are added with a reason in ``reasons`` (tuner/core/shapes.py).
         ``allow_precision_change`` (``--allow-precision-change``): search ``precision``, the YAML's
         choices or else every one the device supports; without it every precision is dropped.
-        ``blocks_note``: why the model has no block (``targets.find_blocks``), for the drop of ``blocks``."""
+        ``blocks_note``: why the model has no block (``targets.find_blocks``), for the drop of ``blocks``.
+        ``data_parallel`` (``--data-parallel``): search that wrap's settings too, each with its reason."""
         cuda = device.startswith("cuda")
         if not cuda:
             self._drop("backend", CUDA_ONLY_BACKENDS, "needs CUDA")
@@ -244,6 +259,10 @@ class SearchSpace:
             self._drop("target", {BLOCKS}, blocks_note or "the model has no repeated submodule class")
         self._restrict_dynamic(dict(varying_dims or {}), shapes)
         self._restrict_precision(device, allow_precision_change)
+        if data_parallel:
+            self.wrap, self.data_parallel = data_parallel, dp_dims.dims(data_parallel)
+            self.reasons.update(dp_dims.reasons(data_parallel))
+            self.skipped += dp_dims.LEFT_OUT[data_parallel]
         for dim in ("target", "backend", "mode"):
             if not getattr(self, dim):
                 raise SpaceError(

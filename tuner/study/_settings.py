@@ -14,9 +14,10 @@ from ._store import TrialStore
 
 #: Settings that must not change when a study is resumed: they change what a score means.
 FIXED_SETTINGS = ("steps", "task", "device", "threads", "workload", "compile_cost", "torch", "measurement",
-                  "allow_precision_change", "heap")
+                  "allow_precision_change", "heap", "nproc", "data_parallel")
 #: What a setting was before it was stored (studies made by earlier versions).
-SETTING_DEFAULTS = {"compile_cost": "cold", "measurement": 1, "allow_precision_change": False, "heap": "pinned"}
+SETTING_DEFAULTS = {"compile_cost": "cold", "measurement": 1, "allow_precision_change": False, "heap": "pinned",
+                    "nproc": 1, "data_parallel": None}
 
 
 @dataclass
@@ -49,6 +50,10 @@ class StudySettings:
     torch compiles and runs steps differently, so its times cannot share a study."""
     measurement: int = MEASUREMENT
     """What a trial's figures mean (tuner/core/spec.py); fixed, like the torch version."""
+    nproc: int = 1
+    """Ranks of each training trial (``--nproc``); ``threads`` is each rank's."""
+    data_parallel: str | None = None
+    """``ddp`` or ``fsdp2`` on many ranks (``--data-parallel``)."""
 
 
 @dataclass

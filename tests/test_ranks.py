@@ -1,0 +1,121 @@
+"""Training trials on many ranks (``--nproc 2 --data-parallel ddp|fsdp2``): two real ranks under
+torch's elastic launcher, gloo on loopback, scored on the slowest rank; a rank killed, ranks that
+disagree and a rank that never joins a collective are each recorded with the rank and the reason;
+a torchrun script's ``apply_config`` runs the tuned wrap and graphs. aot_eager keeps them fast."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from tuner.core.config import CompileConfig, TunedConfig
+from tuner.core.spec import TrialSpec
+from tuner.export.best_config import save_tuned_config
+from tuner.isolated import run_isolated
+
+ROOT = Path(__file__).resolve().parent.parent
+WORKLOADS = ROOT / "tests" / "workloads"
+
+
+def trial(tmp_path: Path, workload: str, config: CompileConfig, wrap: str = "ddp", **spec) -> dict:
+    spec = TrialSpec(workload=str(WORKLOADS / workload), config=config.to_dict(), task="train", threads=1, nproc=2,
+                     data_parallel=wrap, measure_seconds=1.0, rounds=2, **spec)
+    return run_isolated(spec, timeout=240, work_dir=tmp_path / "work")
+
+
+def test_ddp_trial_is_scored_on_its_slowest_rank(tmp_path):
+    cfg = CompileConfig(backend="aot_eager", data_parallel={"wrap": "ddp", "bucket_cap_mb": 100})
+    result = trial(tmp_path, "blocks.py", cfg)
+    assert result["status"] == "ok", result.get("failure")
+    ranks = result["ranks"]
+    assert [r["rank"] for r in ranks] == [0, 1] and all(r["status"] == "ok" for r in ranks)
+    assert result["step_s"] == max(r["step_s"] for r in ranks)
+    assert result["compile_time_s"] == max(r["compile_time_s"] for r in ranks) > 0
+    assert result["speedup"] == pytest.approx(result["eager_step_s"] / result["step_s"])
+    assert result["slowest_rank"] in (0, 1) and result["rank_spread"] >= 0
+    assert "parameters identical on every rank" in result["correctness_check"]
+    assert not list((tmp_path / "work").glob("trial-*")), "the ranks' result files are cleaned up"
+
+
+def test_fsdp2_trial_shards_blocks_and_checks_each_shard(tmp_path):
+    cfg = CompileConfig(target="blocks", backend="aot_eager",
+                        data_parallel={"wrap": "fsdp2", "reshard_after_forward": False})
+    result = trial(tmp_path, "blocks.py", cfg, wrap="fsdp2")
+    assert result["status"] == "ok", result.get("failure")
+    assert result["graphs"] >= 1 and len(result["ranks"]) == 2
+    assert "FSDP2: each rank's own shard" in result["correctness_check"]
+
+
+def test_a_killed_rank_is_named_and_the_group_stops(tmp_path):
+    result = trial(tmp_path, "rank_killed.py", CompileConfig(backend="aot_eager"))
+    assert result["status"] == "failed"
+    assert result["failed_rank"] == 1
+    assert result["failure"]["category"] == "out_of_memory"  # SIGKILL: what the OOM killer sends
+    assert result["failure"]["raw"].startswith("rank 1 was killed by SIGKILL")
+    assert "rank 0 at stage compile" in result["failure"]["raw"]
+
+
+def test_ranks_that_drift_apart_fail_as_disagreeing(tmp_path):
+    result = trial(tmp_path, "ranks_disagree.py", CompileConfig(backend="aot_eager"))
+    assert result["status"] == "failed"
+    assert result["failure"]["category"] == "ranks_disagree"
+    assert "rank 1's parameters differ from rank 0's after 3 steps" in result["failure"]["raw"]
+    assert "lin.bias" in result["failure"]["raw"]
+
+
+def test_a_rank_that_never_joins_fails_its_peer_at_the_collective_timeout(tmp_path):
+    result = trial(tmp_path, "rank_hangs.py", CompileConfig(backend="aot_eager"), collective_timeout_s=5)
+    assert result["status"] == "failed"
+    fail = result["failure"]
+    assert fail["category"] == "rank_hang", fail
+    assert fail["raw"].startswith("rank 0 waited 5 s in a collective during stage compile for rank 1 (at stage "
+                                  "compile), which never joined it"), fail["raw"]
+    assert result["trial_wall_s"] < 50, "stopped at the collective timeout, not when rank 1 woke up"
+
+
+def test_apply_config_in_a_torchrun_script_runs_the_tuned_wrap_and_graphs(tmp_path):
+    """The trial and the user's script, same config: the same number of graphs (DDPOptimizer splits
+    the 9.5 M-parameter MLP at 1 MB buckets) and the same DDP settings."""
+    cfg = CompileConfig(backend="aot_eager", data_parallel={"wrap": "ddp", "bucket_cap_mb": 1})
+    measured = trial(tmp_path, "wide_mlp.py", cfg)
+    assert measured["status"] == "ok", measured.get("failure")
+    assert measured["backend_graphs"] > measured["graphs"], "DDPOptimizer split the graph at the buckets"
+    path = save_tuned_config(TunedConfig(cfg, "compile", {}, {"data_parallel": "ddp", "nproc": 2}),
+                             tmp_path / "best_config.yaml")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
+                           str(ROOT / "tests" / "data" / "torchrun_apply.py"), str(path),
+                           str(WORKLOADS / "wide_mlp.py")], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    ranks = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    assert sorted(r["rank"] for r in ranks) == [0, 1]
+    for r in ranks:
+        assert r["wrapper"] == "DistributedDataParallel"
+        assert r["bucket_bytes_cap"] == 1024 * 1024
+        assert r["optimize_ddp"] == "ddp_optimizer"
+        assert (r["graphs"], r["backend_graphs"]) == (measured["graphs"], measured["backend_graphs"])
+
+
+def test_a_study_on_two_ranks_goes_on_past_a_killed_rank(tmp_path):
+    """The command line end to end: the eager baseline on two ranks, every compiled trial losing rank 1;
+    each failure in trials.csv with its rank, the verdict written."""
+    out = tmp_path / "run"
+    done = subprocess.run([sys.executable, "-m", "tuner", str(WORKLOADS / "rank_killed.py"), "--task", "train",
+                           "--nproc", "2", "--data-parallel", "ddp", "--trials", "1", "--space", "quick",
+                           "--measure-seconds", "1", "--out", str(out), "--no-progress", "--no-check"],
+                          capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "2 ranks (ddp) x 1 thread(s)" in done.stdout
+    trials = pd.read_csv(out / "trials.csv")
+    eager = trials[trials["role"] == "eager"].iloc[0]
+    assert eager["state"] == "COMPLETE" and eager["rank0_step_s"] > 0 and eager["rank1_step_s"] > 0
+    assert eager["ddp_bucket_cap_mb"] == 25 and eager["ddp_optimize_ddp"] == "ddp_optimizer"
+    failed = trials[trials["state"] == "FAIL"]
+    assert len(failed) >= 1
+    assert all(raw.startswith("rank 1 was killed by SIGKILL") for raw in failed["failure_raw"])
+    assert "verdict: stay eager" in done.stdout

@@ -1,0 +1,62 @@
+"""Wrap a model for training on many ranks, with a config's data-parallel settings
+(tuner/core/data_parallel.py): ``DistributedDataParallel``, or FSDP2's ``fully_shard`` on every
+repeated block and then on the model (torchtitan's sharding).
+
+Used by a trial's ranks (tuner/measure/ranks.py) and by ``apply_config`` inside a user's
+``torchrun`` script, so the model trains wrapped exactly as it was measured.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ..core.config import BLOCKS
+from ..core.data_parallel import resolved
+from ..core.errors import ConfigError
+from ..core.targets import target_modules
+
+
+def wrap(model, settings: Mapping[str, Any], device: str | None = None):
+    """The model wrapped for data-parallel training; call it (not ``model``) in the training step.
+
+    DDP returns the ``DistributedDataParallel`` around ``model``; FSDP2 shards ``model`` in place
+    and returns it. ``torch._dynamo.config.optimize_ddp`` is set process-wide: Dynamo reads it when
+    it compiles a frame under DDP's forward (the first compiled call), not per model.
+    """
+    import torch
+    import torch.distributed as dist
+
+    if not dist.is_available() or not dist.is_initialized():
+        raise ConfigError(f"this config trains on many ranks ({settings.get('wrap')}), but torch.distributed has "
+                          "no process group", "call apply_config after dist.init_process_group() in the script "
+                          "torchrun starts, or drop `data_parallel` from the config")
+    full = resolved(settings, settings["wrap"])
+    device = device or _default_device()
+    if full["wrap"] == "ddp":
+        torch._dynamo.config.optimize_ddp = full["optimize_ddp"]
+        from torch.nn.parallel import DistributedDataParallel
+
+        ids = [torch.device(device).index or 0] if device.startswith("cuda") else None
+        return DistributedDataParallel(model, device_ids=ids, bucket_cap_mb=full["bucket_cap_mb"])
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+
+    mesh = init_device_mesh("cuda" if device.startswith("cuda") else "cpu", (dist.get_world_size(),))
+    blocks = [module for name, module in target_modules(model, BLOCKS)]
+    for block in blocks:
+        fully_shard(block, mesh=mesh, reshard_after_forward=full["reshard_after_forward"])
+    fully_shard(model, mesh=mesh, reshard_after_forward=full["reshard_after_forward"])
+    return model
+
+
+def inner(model):
+    """The user's module inside a wrapper: DDP's ``module``; FSDP2 shards in place."""
+    return getattr(model, "module", model) if type(model).__name__ == "DistributedDataParallel" else model
+
+
+def _default_device() -> str:
+    import os
+
+    import torch
+
+    return f"cuda:{int(os.environ.get('LOCAL_RANK', 0))}" if torch.cuda.is_available() else "cpu"
