@@ -119,3 +119,102 @@ def test_a_study_on_two_ranks_goes_on_past_a_killed_rank(tmp_path):
     assert len(failed) >= 1
     assert all(raw.startswith("rank 1 was killed by SIGKILL") for raw in failed["failure_raw"])
     assert "verdict: stay eager" in done.stdout
+
+
+# --------------------------------------------------------------------------- the parts, without ranks
+
+
+def test_data_parallel_settings_are_checked_and_canonical():
+    from tuner.core.errors import ConfigError
+
+    cfg = CompileConfig(data_parallel={"bucket_cap_mb": 100, "wrap": "ddp"})
+    assert list(cfg.data_parallel) == ["bucket_cap_mb", "wrap"]
+    assert CompileConfig.from_dict(cfg.to_dict()) == cfg
+    assert "ddp(ddp_optimizer, bucket 100 MB)" in cfg.describe()
+    assert "data_parallel" not in CompileConfig().to_dict(), "one process: keys of older configs unchanged"
+    for bad, says in [({"wrap": "zero3"}, "wrap"), ({"wrap": "ddp", "reshard_after_forward": True}, "takes"),
+                      ({"wrap": "ddp", "bucket_cap_mb": 0}, "positive"),
+                      ({"wrap": "ddp", "optimize_ddp": "python_reducer"}, "optimize_ddp")]:
+        with pytest.raises(ConfigError, match=says):
+            CompileConfig(data_parallel=bad)
+
+
+def test_the_space_on_many_ranks_searches_the_wraps_settings_and_says_what_it_leaves_out():
+    from tuner.space.search_space import load_space
+
+    space = load_space("quick").restrict(device="cpu", task="train", has_blocks=True, data_parallel="ddp")
+    one = load_space("quick").restrict(device="cpu", task="train", has_blocks=True)
+    assert len(space.configs()) == 4 * len(one.configs())
+    labels = {c.data_parallel.get("bucket_cap_mb") for c in space.configs()}
+    assert labels == {None, 100}, "DDP's default bucket is left out of the config: one key for the plain config"
+    assert any("python_reducer" in s for s in space.skipped) and any("compile order" in s for s in space.skipped)
+    fsdp = load_space("quick").restrict(device="cpu", task="train", has_blocks=True, data_parallel="fsdp2")
+    assert fsdp.data_parallel == {"reshard_after_forward": [True, False]}
+    base = CompileConfig(data_parallel={})
+    assert {"wrap": "fsdp2", "reshard_after_forward": False} in [n.data_parallel for n in fsdp.neighbours(base)]
+
+
+@pytest.mark.parametrize("argv,says", [
+    (["--nproc", "2"], "--nproc 2 runs a training step on many ranks, but --task is infer"),
+    (["--nproc", "2", "--task", "train"], "--nproc 2 needs --data-parallel"),
+    (["--data-parallel", "ddp", "--task", "train"], "--data-parallel ddp needs --nproc 2 or more"),
+])
+def test_rank_options_that_cannot_work_exit_2_with_one_line(argv, says, tmp_path):
+    done = subprocess.run([sys.executable, "-m", "tuner", str(WORKLOADS / "blocks.py"), *argv, "--out",
+                           str(tmp_path / "out")], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert says in done.stderr
+
+
+def test_the_launchers_summary_names_the_rank_that_died_first():
+    from tuner.rank_group import died_first, merge
+
+    log = """Failures:
+[1]:
+  rank      : 0 (local_rank: 0)
+  exitcode  : -15 (pid: 12)
+Root Cause (first observed failure):
+[0]:
+  time      : 2026-12-02_11:21:41
+  host      : localhost
+  rank      : 1 (local_rank: 1)
+  exitcode  : -9 (pid: 13)
+"""
+    assert died_first(log) == (1, -9)
+    merged = merge([{"status": "running", "stage": "timing"}, {"status": "running", "stage": "compile"}], 1, log)
+    assert merged["status"] == "failed" and merged["failed_rank"] == 1
+    assert merged["failure"]["raw"].startswith("rank 1 was killed by SIGKILL")
+    assert "rank 0 at stage timing, rank 1 at stage compile" in merged["failure"]["raw"]
+
+
+def test_exports_carry_the_ranks_settings_and_name_what_they_cannot():
+    from tuner.export import exports, torchtitan_arguments
+
+    tuned = {"verdict": "compile", "tuned_on": {"data_parallel": "ddp", "nproc": 4},
+             "config": {"target": "blocks", "backend": "inductor",
+                        "data_parallel": {"wrap": "ddp", "optimize_ddp": "no_optimization"}}}
+    blocks = exports(tuned)
+    titan = blocks["torchtitan"]
+    assert titan["parallelism"] == {"data_parallel_replicate_degree": 4, "data_parallel_shard_degree": 1}
+    assert "--parallelism.data_parallel_replicate_degree" in torchtitan_arguments(titan)
+    assert any(x["setting"] == "data_parallel.bucket_cap_mb" for x in titan["changes_measured"]), "25 MB, not 100"
+    assert any(x["setting"] == "data_parallel.optimize_ddp" for x in titan["not_carried"])
+    assert "bucket_cap_mb=25" in blocks["accelerate"]["parallelism"]["python"]
+    tuned["tuned_on"]["data_parallel"] = "fsdp2"
+    tuned["config"]["data_parallel"] = {"wrap": "fsdp2", "reshard_after_forward": False}
+    blocks = exports(tuned)
+    assert blocks["torchtitan"]["parallelism"]["fsdp_reshard_after_forward"] == "never"
+    assert blocks["accelerate"]["parallelism"]["fsdp_config"]["fsdp_reshard_after_forward"] is False
+
+
+def test_apply_config_outside_torchrun_says_what_to_do(tmp_path):
+    import tuner
+    from tuner.core.errors import ConfigError
+
+    cfg = CompileConfig(backend="eager")
+    path = save_tuned_config(TunedConfig(cfg, "stay_eager", {}, {"data_parallel": "ddp", "nproc": 2}),
+                             tmp_path / "best_config.yaml")
+    from torch import nn
+
+    with pytest.raises(ConfigError, match="no process group"):
+        tuner.apply_config(nn.Linear(2, 2), path)

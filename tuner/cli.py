@@ -270,6 +270,8 @@ def _space(argv: list[str]) -> int:
     p.add_argument("--task", choices=("infer", "train"), default="infer")
     p.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N [auto]")
     p.add_argument("--allow-precision-change", action="store_true", help="as for a run: lower precisions too")
+    p.add_argument("--data-parallel", choices=("ddp", "fsdp2"), default=None,
+                   help="as for a run on many ranks (--nproc 2 is assumed): that wrap's settings too")
     p.add_argument("--no-check", dest="check", action="store_false",
                    help="skip the model check (seconds), so no graph-break repair joins the space")
     p.add_argument("--verbose", action="store_true")
@@ -278,7 +280,8 @@ def _space(argv: list[str]) -> int:
     validate_workload(workload, args.task)
     device = resolve_device(args.device)
     opts = TuneOptions(args.workload, space=args.space, task=args.task,
-                       allow_precision_change=args.allow_precision_change)
+                       allow_precision_change=args.allow_precision_change, data_parallel=args.data_parallel,
+                       nproc=2 if args.data_parallel else 1)
     space, choices = search_space(opts, workload, device)
     print(f"compile-tune space: {workload.name} ({args.task}) on {device}; no trials are run")
     if args.check:

@@ -89,13 +89,17 @@ class TrialSpec:
     process of ``threads`` threads (tuner/measure/ranks.py)."""
     data_parallel: str | None = None
     """``ddp`` or ``fsdp2`` with ``nproc`` > 1; the config's ``data_parallel`` holds its settings."""
+    rank_cache: str = "shared"
+    """On many ranks: ``shared``, the ranks compile into the trial's one inductor cache directory
+    (a rank finds the graphs another wrote); ``own``, a directory per rank, as ranks without a shared
+    file system compile (benchmarks/rank_cache.py compares them)."""
     collective_timeout_s: float = 300.0
     """On many ranks: how long a rank waits in one collective for the others before the trial
     fails as a hang (the process group's timeout)."""
 
 
 #: Each rank's figures kept in ``ranks`` (trials.csv's ``rank<N>_<name>`` columns).
-PER_RANK = ("step_s", "eager_step_s", "compile_time_s", "peak_memory_mb")
+PER_RANK = ("step_s", "eager_step_s", "compile_time_s", "peak_memory_mb", "fxgraph_cache_hits")
 
 
 def rank_path(out, rank: int):
@@ -137,6 +141,8 @@ class Measurement(TypedDict, total=False):
     """The graphs AOTAutograd compiled (inductor, aot_eager): Dynamo's graphs, split further by
     DDPOptimizer at DDP's gradient buckets on many ranks."""
     graph_breaks: int
+    fxgraph_cache_hits: int
+    fxgraph_cache_misses: int
     graph_break_events: int
     library_graph_breaks: int
     graph_break_details: list[dict[str, Any]]

@@ -55,7 +55,26 @@ def pick_best(study, scoring: Scoring, device: str) -> TunedConfig:
     threads = study.user_attrs.get("thread_check") or {}
     if threads.get("config_key") == key:
         tuned = dataclasses.replace(tuned, thread_check={k: v for k, v in threads.items() if k != "config_key"})
+    ranks = _ranks_of(study, key)
+    if ranks:
+        tuned = dataclasses.replace(tuned, measured={**tuned.measured, "ranks": ranks})
     return tuned
+
+
+def _ranks_of(study, key: str) -> dict | None:
+    """On many ranks: the chosen config's search trial, rank by rank (its step and compile time)."""
+    settings = study.user_attrs.get("settings") or {}
+    if settings.get("nproc", 1) <= 1:
+        return None
+    trial = next((t for t in measured_trials(study) if t.user_attrs.get("config_key") == key
+                  and t.user_attrs.get("ranks")), None)
+    if trial is None:
+        return None
+    a = trial.user_attrs
+    return {"nproc": settings["nproc"], "data_parallel": settings.get("data_parallel"),
+            "slowest_rank": a.get("slowest_rank"), "rank_spread": round(float(a.get("rank_spread") or 0.0), 4),
+            "step_ms": [round(1000 * float(r.get("step_s") or 0.0), 3) for r in a["ranks"]],
+            "compile_s": [round(float(r.get("compile_time_s") or 0.0), 2) for r in a["ranks"]]}
 
 
 def regional_saving(study) -> dict | None:

@@ -32,6 +32,8 @@ class _View:
         self.marks = {kind: cfg[kind] for kind in ("mark_dynamic", "mark_unbacked") if cfg.get(kind)}
         self.dynamo = dict(cfg.get("dynamo") or {})
         self.measured = tuned.get("measured") or {}
+        self.tuned_on = tuned.get("tuned_on") or {}
+        self.data_parallel = {k: v for k, v in (cfg.get("data_parallel") or {}).items() if k != "wrap"}
 
 
 def _refused(c: _View, tool: str, why: str) -> dict[str, Any]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ._common import _common_losses, _lost, _mode_options, _option_losses, _View
+from .parallelism import accelerate_parallelism
 
 #: The backends accelerate's ``TorchDynamoPlugin`` accepts (its ``DynamoBackend``, accelerate
 #: 1.15.0); the Hugging Face Trainer builds the same plugin. tests/test_export.py checks the list
@@ -71,6 +72,15 @@ def _dynamo_env(plugin: dict[str, Any] | None) -> tuple[dict[str, str], list[str
 
 
 def _accelerate(c: _View) -> dict[str, Any]:
+    block = _accelerate_compile(c)
+    parallelism, lost = accelerate_parallelism(c)
+    if parallelism:  # tuned on many ranks (tuner/export/parallelism.py)
+        block["parallelism"] = parallelism
+        block["not_carried"] = block["not_carried"] + lost
+    return block
+
+
+def _accelerate_compile(c: _View) -> dict[str, Any]:
     plugin, lost = _accelerate_settings(c, "accelerate")
     env, unset = _dynamo_env(plugin)
     if plugin is None:

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ._common import _common_losses, _lost, _option_losses, _refused, _View
+from .parallelism import torchtitan_parallelism
 
 #: What torchtitan's ``apply_compile`` sets for the whole process before it compiles
 #: (torchtitan/distributed/compile.py, torchtitan 0.3.0).
@@ -27,8 +28,10 @@ def _torchtitan(c: _View) -> dict[str, Any]:
     Its ``apply_compile`` compiles each block of ``model.layers`` with
     ``torch.compile(block, backend=..., fullgraph=True)`` and nothing else, after setting two Dynamo
     flags for the whole process (:data:`TORCHTITAN_PROCESS_SETTINGS`)."""
+    parallelism, dp_lost, dp_changes = torchtitan_parallelism(c)
     if not c.compiles:
-        return {"compile": {"enable": False}, "not_carried": []}
+        return {"compile": {"enable": False}, "not_carried": [],
+                **({"parallelism": parallelism} if parallelism else {})}
     if c.precision == "tf32":
         return _refused(c, "torchtitan", "has no setting for the float32 matmul precision")
     lost = []
@@ -49,9 +52,13 @@ def _torchtitan(c: _View) -> dict[str, Any]:
     # "loss" is left out: the tuner measured the model's compile, not a compiled loss function. The parameter
     # dtype is pinned: torchtitan defaults mixed_precision_param to bfloat16, which was not measured in float32.
     param = "bfloat16" if c.precision == "bf16" else "float32"
+    lost += dp_lost
+    changes += dp_changes
     block: dict[str, Any] = {"compile": {"enable": True, "components": ["model"], "backend": c.backend},
                              "training": {"mixed_precision_param": param}, "not_carried": lost,
                              "changes_measured": changes}
+    if parallelism:  # tuned on many ranks: the data-parallel degree and settings (tuner/export/parallelism.py)
+        block["parallelism"] = parallelism
     if c.precision == "bf16":
         changes.append(_lost("training.mixed_precision_param", "bfloat16", "torchtitan 0.3 applies it as FSDP2's "
                              "MixedPrecisionPolicy on every run, one device included (fully_shard at degree 1): the "
@@ -69,7 +76,7 @@ def _torchtitan(c: _View) -> dict[str, Any]:
 def torchtitan_arguments(block: Mapping[str, Any]) -> list[str]:
     """The torchtitan block as its command-line overrides (tyro: ``--section.field value``)."""
     args = []
-    for section in ("compile", "training"):
+    for section in ("compile", "training", "parallelism"):
         for name, value in (block.get(section) or {}).items():
             flag = f"--{section}.{name}"
             if isinstance(value, bool):

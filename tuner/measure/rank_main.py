@@ -45,6 +45,8 @@ def _rank_main(argv: list[str]) -> None:
         spec = dataclasses.replace(spec, device=f"cuda:{int(os.environ.get('LOCAL_RANK', '0'))}")
     rec = Recorder(rank_path(argv[1], rank()))
     rec.update(rank=rank())
+    if spec.rank_cache == "own":  # read by inductor once it compiles, after this
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(os.environ["TORCHINDUCTOR_CACHE_DIR"], f"rank{rank()}")
     ok = measure(spec, rec, before=lambda: join_group(spec))
     if not ok:
         hang = hang_failure(rec.data.get("failure", {}).get("raw", ""), spec, rec.data.get("stage", "startup"))

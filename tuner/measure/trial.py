@@ -271,6 +271,9 @@ def _record_dynamo(rec: Recorder, logs: DynamoLogCapture) -> None:
         graphs=int(counters["stats"].get("unique_graphs", 0)),
         # the graphs AOTAutograd handed the backend: more than Dynamo's where DDPOptimizer split them at buckets
         backend_graphs=int(counters["aot_autograd"].get("total", 0)),
+        # inductor's FX graph cache: on many ranks, a rank that finds a graph another rank compiled
+        fxgraph_cache_hits=int(counters["inductor"].get("fxgraph_cache_hit", 0)),
+        fxgraph_cache_misses=int(counters["inductor"].get("fxgraph_cache_miss", 0)),
         graph_breaks=len(logs.breaks),
         graph_break_events=logs.break_events,
         library_graph_breaks=logs.library_breaks,

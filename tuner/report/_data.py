@@ -125,6 +125,9 @@ class ReportData:
             values[f"options.{name}"] = column
         for name, column in _dynamo_columns(rows).items():
             values[f"dynamo.{name}"] = column
+        for column in [c for c in rows.columns if c.startswith(("ddp_", "fsdp2_"))]:  # on many ranks
+            values[f"data_parallel.{column.partition('_')[2]}"] = rows[column].map(lambda v: None if missing(v)
+                                                                                   else str(v))
         out = []
         for dim in values.columns:
             present = values[dim].dropna()

@@ -199,6 +199,14 @@ def extra_facts(m: dict, thread_check: dict | None) -> list[tuple[str, str, str]
         for lost in packaged.get("not_carried") or []:
             facts.append(("package does not carry", f"{text(lost.get('setting'))} = {text(lost.get('value'))}",
                           text(lost.get("why"))))
+    ranks = m.get("ranks")
+    if isinstance(ranks, dict) and ranks.get("step_ms"):
+        steps_text = ", ".join(f"rank {i} {ms:g} ms" for i, ms in enumerate(ranks["step_ms"]))
+        compiles = ", ".join(f"{s:g} s" for s in ranks.get("compile_s") or [])
+        spread = 100 * float(ranks.get("rank_spread") or 0)
+        facts.append((f"{ranks.get('nproc')} ranks ({text(ranks.get('data_parallel'))})",
+                      f"slowest rank {ranks.get('slowest_rank')}, spread {spread:.1f} %",
+                      f"the search trial's step per rank: {steps_text}; compile per rank: {compiles}"))
     regional = m.get("regional_compile")
     if regional:
         facts.append(("regional compile", f"{seconds(regional['blocks_compile_s'])} (blocks)",

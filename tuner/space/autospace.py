@@ -220,6 +220,7 @@ def space_text(space: SearchSpace, choices: list[Choice], name: str) -> str:
                                     ("target", "backend", "mode", "dynamic", "fullgraph", "compile_optimizer")]
     dims += [(f"options.{n}", v) for n, v in space.options.items()]
     dims += [(f"dynamo.{n}", v) for n, v in space.dynamo.items()]
+    dims += [(f"data_parallel.{n}", v) for n, v in space.data_parallel.items()]  # on many ranks
     if space.precision != [None]:  # searched only with --allow-precision-change
         dims.append(("precision", space.precision))
     source = "" if name == AUTO else f" ({space.source})"
