@@ -20,6 +20,9 @@ from .__main__ import measure
 from .rank import hang_failure, join_group, rank
 from .trial import Recorder
 
+#: The launcher's process id, for its ranks.
+AGENT_ENV = "COMPILE_TUNE_RANK_AGENT_PID"
+
 
 def launcher_args(nproc: int, spec_path: str, out_path: str) -> list[str]:
     """The elastic launcher's arguments: ``--standalone`` rendezvous on loopback at a free port (so
@@ -32,14 +35,16 @@ def launcher_args(nproc: int, spec_path: str, out_path: str) -> list[str]:
 def agent(argv: list[str]) -> None:
     """The launcher, dying with the tuner; its ranks die with it (see :func:`_rank_main`)."""
     die_with_parent()
+    os.environ[AGENT_ENV] = str(os.getpid())  # the ranks inherit it: see _rank_main
     from torch.distributed.run import main as run
 
     run(launcher_args(int(argv[0]), argv[1], argv[2]))
 
 
 def _rank_main(argv: list[str]) -> None:
-    # The launcher is this rank's parent: the rank dies with it, and it with the tuner.
-    die_with_parent(os.getppid())
+    # The launcher is this rank's parent: the rank dies with it, and it with the tuner (a rank
+    # whose launcher died before this line kills itself here).
+    die_with_parent(os.environ.get(AGENT_ENV) or os.getppid())
     spec = TrialSpec(**json.loads(Path(argv[0]).read_text()))
     if spec.device.startswith("cuda"):
         spec = dataclasses.replace(spec, device=f"cuda:{int(os.environ.get('LOCAL_RANK', '0'))}")
