@@ -50,6 +50,9 @@ def trial_rows(data: ReportData, numeric: bool = True) -> tuple[list[list], list
             note = failure_category(r)
         else:
             note = text(r.get("regional_note")) if not missing(r.get("regional_note")) else ""
+            if not missing(r.get("rank_spread")):  # on many ranks: the spread the slowest rank sets
+                note = "; ".join(filter(None, [note, f"slowest rank {int(float(r['slowest_rank']))}, ranks "
+                                                     f"{float(r['rank_spread']) * 100:.1f} % apart"]))
         cells = [
             _num(str(int(r["number"])), r["number"]), text(r.get("role")), text(r.get("config_label")), state,
             _num(seconds(r.get("total_time_s")), r.get("total_time_s")),

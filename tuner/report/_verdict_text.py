@@ -69,6 +69,10 @@ def verdict_text(tuned, config_path: str, hardware_warning: str | None = None) -
         gain = ratio(tuned.measured["heap_gain"])
         lines.append(f'  {config_path} says so; keep model = tuner.apply_config(model, "{config_path}"): it leaves '
                      f"the model uncompiled and pins glibc's heap (eager {gain} as fast).")
+    elif tuned.tuned_on.get("data_parallel"):
+        wrap = "DistributedDataParallel" if tuned.tuned_on["data_parallel"] == "ddp" else "fully_shard"
+        lines.append(f"  {config_path} says so; apply_config leaves the model uncompiled and wraps it with {wrap}'s "
+                     "defaults, as eager was measured.")
     else:
         lines.append(f"  {config_path} says so; apply_config leaves the model uncompiled.")
     return "\n".join(lines)
