@@ -65,16 +65,15 @@ def verdict_text(tuned, config_path: str, hardware_warning: str | None = None) -
               if what != "unconfirmed"]
     if v.compile:
         lines.append(f'  use it: model = tuner.apply_config(model, "{config_path}")')
-    elif number(tuned.measured.get("heap_gain")):
-        gain = ratio(tuned.measured["heap_gain"])
-        lines.append(f'  {config_path} says so; keep model = tuner.apply_config(model, "{config_path}"): it leaves '
-                     f"the model uncompiled and pins glibc's heap (eager {gain} as fast).")
-    elif tuned.tuned_on.get("data_parallel"):
-        wrap = "DistributedDataParallel" if tuned.tuned_on["data_parallel"] == "ddp" else "fully_shard"
-        lines.append(f"  {config_path} says so; apply_config leaves the model uncompiled and wraps it with {wrap}'s "
-                     "defaults, as eager was measured.")
     else:
-        lines.append(f"  {config_path} says so; apply_config leaves the model uncompiled.")
+        wrap = {"ddp": "DistributedDataParallel", "fsdp2": "fully_shard"}.get(tuned.tuned_on.get("data_parallel"))
+        wrapped = f", wraps it with {wrap}'s defaults as eager was measured," if wrap else ""
+        if number(tuned.measured.get("heap_gain")):
+            gain = ratio(tuned.measured["heap_gain"])
+            lines.append(f'  {config_path} says so; keep model = tuner.apply_config(model, "{config_path}"): it '
+                         f"leaves the model uncompiled{wrapped} and pins glibc's heap (eager {gain} as fast).")
+        else:
+            lines.append(f"  {config_path} says so; apply_config leaves the model uncompiled{wrapped.rstrip(',')}.")
     return "\n".join(lines)
 
 
@@ -206,11 +205,12 @@ def extra_facts(m: dict, thread_check: dict | None) -> list[tuple[str, str, str]
     ranks = m.get("ranks")
     if isinstance(ranks, dict) and ranks.get("step_ms"):
         steps_text = ", ".join(f"rank {i} {ms:g} ms" for i, ms in enumerate(ranks["step_ms"]))
-        compiles = ", ".join(f"{s:g} s" for s in ranks.get("compile_s") or [])
+        compile_s = ranks.get("compile_s") or []
+        compiles = "; compile per rank: " + ", ".join(f"{s:g} s" for s in compile_s) if any(compile_s) else ""
         spread = 100 * float(ranks.get("rank_spread") or 0)
         facts.append((f"{ranks.get('nproc')} ranks ({text(ranks.get('data_parallel'))})",
                       f"slowest rank {ranks.get('slowest_rank')}, spread {spread:.1f} %",
-                      f"the search trial's step per rank: {steps_text}; compile per rank: {compiles}"))
+                      f"the search trial's step per rank: {steps_text}{compiles}"))
     regional = m.get("regional_compile")
     if regional:
         facts.append(("regional compile", f"{seconds(regional['blocks_compile_s'])} (blocks)",
