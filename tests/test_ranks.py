@@ -158,6 +158,7 @@ def test_the_space_on_many_ranks_searches_the_wraps_settings_and_says_what_it_le
     (["--nproc", "2"], "--nproc 2 runs a training step on many ranks, but --task is infer"),
     (["--nproc", "2", "--task", "train"], "--nproc 2 needs --data-parallel"),
     (["--data-parallel", "ddp", "--task", "train"], "--data-parallel ddp needs --nproc 2 or more"),
+    (["--nproc", "2", "--task", "train", "--data-parallel", "ddp", "--workers", "2"], "run one at a time"),
 ])
 def test_rank_options_that_cannot_work_exit_2_with_one_line(argv, says, tmp_path):
     done = subprocess.run([sys.executable, "-m", "tuner", str(WORKLOADS / "blocks.py"), *argv, "--out",

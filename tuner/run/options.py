@@ -131,6 +131,13 @@ class TuneOptions:
         if self.data_parallel is not None and self.nproc < 2:
             raise TunerError(f"--data-parallel {self.data_parallel} needs --nproc 2 or more ranks",
                              "add --nproc N (N ranks on this machine)")
+        if self.nproc > 1 and self.workers > 1:
+            raise TunerError(f"--nproc {self.nproc} with --workers {self.workers}: a trial's ranks take this "
+                             "machine's cores, so its trials run one at a time",
+                             "use --workers 1 (and one worker per machine on a shared --storage)")
+        if self.nproc > 1 and self.check_threads:
+            raise TunerError("--check-threads calls the model from threads of one process; a config tuned on "
+                             "many ranks runs one process per rank", "drop --check-threads with --nproc")
         if self.nproc > 1:
             self.parallel = 1  # the ranks take the machine's cores: trials run one at a time
 
