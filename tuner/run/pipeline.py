@@ -72,6 +72,8 @@ def tune(opts: TuneOptions, log: Callable[[str], None] | None = None) -> TuneRes
         workload = load_workload(opts.workload)
         validate_workload(workload, opts.task)
         device = resolve_device(opts.device)
+        if opts.nproc > 1:
+            _check_ranks_possible(device, opts.nproc)
     except TunerError:
         if created:  # a file that is not a workload leaves no folder behind
             shutil.rmtree(out_dir, ignore_errors=True)
@@ -122,3 +124,18 @@ def _values(space: SearchSpace, dim: str) -> list:
     """The choices of a dimension :meth:`SearchSpace.restrict` added (``dynamo.X``, ``data_parallel.X``)."""
     group, _, name = dim.partition(".")
     return (space.data_parallel if group == "data_parallel" else space.dynamo)[name]
+
+
+def _check_ranks_possible(device: str, nproc: int) -> None:
+    """``--nproc``: this torch can run a process group on ``device`` (gloo on the CPU, NCCL on GPUs,
+    one GPU per rank), or a one-line error says what is missing."""
+    import torch
+    import torch.distributed as dist
+
+    cuda = device.startswith("cuda")
+    if not dist.is_available() or not (dist.is_nccl_available() if cuda else dist.is_gloo_available()):
+        raise TunerError(f"--nproc {nproc}: this torch ({torch.__version__}) has no {'NCCL' if cuda else 'gloo'} "
+                         f"process group for {device}", "install a torch build with torch.distributed")
+    if cuda and torch.cuda.device_count() < nproc:
+        raise TunerError(f"--nproc {nproc} on {device}: each rank needs a GPU of its own, this machine has "
+                         f"{torch.cuda.device_count()}", f"use --nproc {torch.cuda.device_count()} or fewer")
