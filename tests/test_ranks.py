@@ -22,10 +22,13 @@ ROOT = Path(__file__).resolve().parent.parent
 WORKLOADS = ROOT / "tests" / "workloads"
 
 
-def trial(tmp_path: Path, workload: str, config: CompileConfig, wrap: str = "ddp", **spec) -> dict:
+def trial(tmp_path: Path, workload: str, config: CompileConfig, wrap: str = "ddp", fault: str | None = None,
+          **spec) -> dict:
+    """One trial on 2 ranks; ``fault``: what rank 1 of tests/workloads/rank_faults.py does."""
     spec = TrialSpec(workload=str(WORKLOADS / workload), config=config.to_dict(), task="train", threads=1, nproc=2,
                      data_parallel=wrap, measure_seconds=1.0, rounds=2, **spec)
-    return run_isolated(spec, timeout=240, work_dir=tmp_path / "work")
+    env = {"RANK_FAULT": fault} if fault else None
+    return run_isolated(spec, timeout=240, work_dir=tmp_path / "work", env_extra=env)
 
 
 def test_ddp_trial_is_scored_on_its_slowest_rank(tmp_path):
@@ -52,7 +55,7 @@ def test_fsdp2_trial_shards_blocks_and_checks_each_shard(tmp_path):
 
 
 def test_a_killed_rank_is_named_and_the_group_stops(tmp_path):
-    result = trial(tmp_path, "rank_killed.py", CompileConfig(backend="aot_eager"))
+    result = trial(tmp_path, "rank_faults.py", CompileConfig(backend="aot_eager"), fault="kill")
     assert result["status"] == "failed"
     assert result["failed_rank"] == 1
     assert result["failure"]["category"] == "out_of_memory"  # SIGKILL: what the OOM killer sends
@@ -61,7 +64,7 @@ def test_a_killed_rank_is_named_and_the_group_stops(tmp_path):
 
 
 def test_ranks_that_drift_apart_fail_as_disagreeing(tmp_path):
-    result = trial(tmp_path, "ranks_disagree.py", CompileConfig(backend="aot_eager"))
+    result = trial(tmp_path, "rank_faults.py", CompileConfig(backend="aot_eager"), fault="drift")
     assert result["status"] == "failed"
     assert result["failure"]["category"] == "ranks_disagree"
     assert "rank 1's parameters differ from rank 0's after 3 steps" in result["failure"]["raw"]
@@ -69,7 +72,7 @@ def test_ranks_that_drift_apart_fail_as_disagreeing(tmp_path):
 
 
 def test_a_rank_that_never_joins_fails_its_peer_at_the_collective_timeout(tmp_path):
-    result = trial(tmp_path, "rank_hangs.py", CompileConfig(backend="aot_eager"), collective_timeout_s=5)
+    result = trial(tmp_path, "rank_faults.py", CompileConfig(backend="aot_eager"), fault="hang", collective_timeout_s=5)
     assert result["status"] == "failed"
     fail = result["failure"]
     assert fail["category"] == "rank_hang", fail
@@ -105,10 +108,11 @@ def test_a_study_on_two_ranks_goes_on_past_a_killed_rank(tmp_path):
     """The command line end to end: the eager baseline on two ranks, every compiled trial losing rank 1;
     each failure in trials.csv with its rank, the verdict written."""
     out = tmp_path / "run"
-    done = subprocess.run([sys.executable, "-m", "tuner", str(WORKLOADS / "rank_killed.py"), "--task", "train",
+    done = subprocess.run([sys.executable, "-m", "tuner", str(WORKLOADS / "rank_faults.py"), "--task", "train",
                            "--nproc", "2", "--data-parallel", "ddp", "--trials", "1", "--space", "quick",
                            "--measure-seconds", "1", "--out", str(out), "--no-progress", "--no-check"],
-                          capture_output=True, text=True, timeout=600, cwd=tmp_path)
+                          capture_output=True, text=True, timeout=600, cwd=tmp_path,
+                          env={**os.environ, "RANK_FAULT": "kill"})
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "2 ranks (ddp) x 1 thread(s)" in done.stdout
     trials = pd.read_csv(out / "trials.csv")

@@ -99,6 +99,19 @@ def failure(category: str, raw: str) -> Failure:
     return Failure(category, explanation, hint, raw.strip()[:2000])
 
 
+def killed_by(returncode: int | None) -> tuple[str, str] | None:
+    """``(category, signal name)`` of a process that a signal ended (a negative return code, as
+    ``subprocess`` reports it), else None. The kernel's out-of-memory killer sends SIGKILL, and
+    nothing else in a trial does: SIGKILL reads ``out_of_memory``, any other signal ``crashed``."""
+    import signal
+
+    if returncode is None or returncode >= 0:
+        return None
+    number = -returncode
+    name = signal.Signals(number).name if number in signal.valid_signals() else str(number)
+    return ("out_of_memory" if number == signal.SIGKILL else "crashed"), name
+
+
 def classify_exception(exc: BaseException) -> Failure:
     """Most specific torch exception class first; message patterns for the rest."""
     name = type(exc).__name__

@@ -22,7 +22,7 @@ from typing import Any
 
 from .core.shapes import merge_check_parts
 from .core.spec import TrialSpec, rank_path
-from .diagnose import failure
+from .diagnose import failure, killed_by
 from .forkserver import launcher_threads
 from .forkserver import preload as preload_forked
 from .forkserver import prestart as prestart_forked
@@ -258,12 +258,12 @@ def _read_result(path: Path) -> dict:
 def _death(returncode: int | None, result: dict, log_path: Path):
     stage = result.get("stage", "startup")
     tail = _tail(log_path, 400)
-    if returncode is not None and returncode < 0:
-        sig = signal.Signals(-returncode).name if -returncode in signal.valid_signals() else str(-returncode)
-        if -returncode == signal.SIGKILL:
-            # The kernel's OOM killer sends SIGKILL; nothing else in a trial does.
-            return failure("out_of_memory", f"killed by {sig} during {stage} (likely the out-of-memory killer)")
-        return failure("crashed", f"process died with {sig} during {stage}")
+    killed = killed_by(returncode)
+    if killed:
+        category, sig = killed
+        if category == "out_of_memory":
+            return failure(category, f"killed by {sig} during {stage} (likely the out-of-memory killer)")
+        return failure(category, f"process died with {sig} during {stage}")
     if "MemoryError" in tail or "out of memory" in tail.lower():
         return failure("out_of_memory", f"exit code {returncode} during {stage}: {tail[-300:]}")
     return failure("crashed", f"exit code {returncode} during {stage}: {tail[-300:]}")

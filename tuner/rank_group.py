@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from .core.spec import PER_RANK, rank_path
-from .diagnose import failure
+from .diagnose import failure, killed_by
 from .system.launch import python_command
 
 
@@ -93,14 +93,13 @@ def died_first(log_text: str) -> tuple[int | None, int | None]:
 
 
 def _death(rank: int | None, code: int | None, returncode: int | None, where: str):
-    import signal
-
     who = f"rank {rank}" if rank is not None else "the rank launcher"
     code = code if code is not None else returncode
-    if code is not None and code < 0 and -code in signal.valid_signals():
-        name = signal.Signals(-code).name
-        if -code == signal.SIGKILL:
-            return failure("out_of_memory", f"{who} was killed by {name} (likely the out-of-memory killer); "
-                                            f"the launcher stopped the others ({where})")
-        return failure("crashed", f"{who} died with {name}; the launcher stopped the others ({where})")
+    killed = killed_by(code)
+    if killed:
+        category, name = killed
+        if category == "out_of_memory":
+            return failure(category, f"{who} was killed by {name} (likely the out-of-memory killer); "
+                                     f"the launcher stopped the others ({where})")
+        return failure(category, f"{who} died with {name}; the launcher stopped the others ({where})")
     return failure("crashed", f"{who} exited with code {code}; the launcher stopped the others ({where})")

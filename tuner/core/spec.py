@@ -86,7 +86,7 @@ class TrialSpec:
     """Lanes: the CPU cores the trial compiles (and does everything untimed) on."""
     nproc: int = 1
     """Ranks of a training trial (``--nproc``): launched by torch's elastic launcher, each a
-    process of ``threads`` threads (tuner/measure/ranks.py)."""
+    process of ``threads`` threads (tuner/measure/rank.py)."""
     data_parallel: str | None = None
     """``ddp`` or ``fsdp2`` with ``nproc`` > 1; the config's ``data_parallel`` holds its settings."""
     rank_cache: str = "shared"
@@ -174,7 +174,7 @@ class Measurement(TypedDict, total=False):
     arrival_order: bool
     ranks: list[dict[str, Any]]
     """On many ranks: each rank's figures (step, eager step, compile time, peak memory); the trial's
-    own figures are the slowest rank's (tuner/measure/ranks.py)."""
+    own figures are the slowest rank's (tuner/measure/rank.py)."""
     slowest_rank: int
     rank_spread: float
     """(slowest - fastest) / fastest of the ranks' compiled step times."""

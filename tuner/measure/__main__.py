@@ -72,6 +72,7 @@ def _run_mode(spec: TrialSpec, rec: Recorder) -> None:
     else:
         run_trial(spec, rec)
 
+
 if __name__ == "__main__":
     main(sys.argv[1:])
     # The result is on disk. Skip the interpreter's teardown (torch's atexit hooks, inductor's

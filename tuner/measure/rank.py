@@ -40,7 +40,7 @@ def join_group(spec: TrialSpec) -> None:
 
     cuda = spec.device.startswith("cuda")
     if cuda:
-        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+        torch.cuda.set_device(torch.device(spec.device))  # this rank's GPU (tuner/measure/rank_main.py)
     dist.init_process_group("nccl" if cuda else "gloo",
                             timeout=datetime.timedelta(seconds=spec.collective_timeout_s))
 
@@ -112,7 +112,6 @@ def _local(tensor):
 
 def _ranks_apart(params: dict) -> str | None:
     """The first rank whose parameters are not rank 0's, and where, or None."""
-    import torch
     import torch.distributed as dist
 
     mine = {name: (float(p.double().sum()), float(p.double().square().sum())) for name, p in params.items()}
@@ -124,7 +123,6 @@ def _ranks_apart(params: dict) -> str | None:
             return (f"rank {other}'s parameters differ from rank 0's after {CHECK_STEPS} steps "
                     f"({len(apart)} of {len(every[0])}, first {apart[0]}: sum {theirs[apart[0]][0]:.6g} against "
                     f"{every[0][apart[0]][0]:.6g})")
-    del torch
     return None
 
 

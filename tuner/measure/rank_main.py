@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from ..core.spec import TrialSpec, rank_path
+from ..runtime.parallel_wrap import local_rank
 from ..system.launch import die_with_parent, python_command
 from .__main__ import measure
 from .rank import hang_failure, join_group, rank
@@ -47,7 +48,7 @@ def _rank_main(argv: list[str]) -> None:
     die_with_parent(os.environ.get(AGENT_ENV) or os.getppid())
     spec = TrialSpec(**json.loads(Path(argv[0]).read_text()))
     if spec.device.startswith("cuda"):
-        spec = dataclasses.replace(spec, device=f"cuda:{int(os.environ.get('LOCAL_RANK', '0'))}")
+        spec = dataclasses.replace(spec, device=f"cuda:{local_rank()}")
     rec = Recorder(rank_path(argv[1], rank()))
     rec.update(rank=rank())
     if spec.rank_cache == "own":  # read by inductor once it compiles, after this

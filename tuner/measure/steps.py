@@ -59,7 +59,7 @@ class Step:
         self._restore_forwards()
         regions = target_modules(self.model, config.target)
         before = torch.get_float32_matmul_precision()
-        # on many ranks the trial wrapped the model already (tuner/measure/ranks.py)
+        # on many ranks the trial wrapped the model already (tuner/measure/rank.py)
         apply_config(self.model, dataclasses.replace(config, data_parallel={}), warm_start=False)
         modules = [module for _, module in regions]
         if getattr(vars(self.model).get("forward"), PRECISION_MARK, None) and self.model not in modules:

@@ -22,6 +22,7 @@ from .apply_precision import MARK as PRECISION_MARK
 from .apply_precision import autocast_forward, set_matmul_precision
 from .dynamo import resolved, scoped
 from .marks import marked
+from .parallel_wrap import is_wrapped
 from .parallel_wrap import wrap as data_parallel_wrap
 from .warmstart import load_warm_start
 
@@ -83,7 +84,7 @@ def apply_config(model, config: CompileConfig | str | Path | Mapping[str, Any], 
 
 def _refuse_wrapped(model) -> None:
     """A data-parallel config wraps the model itself, with its tuned settings: not twice."""
-    if type(model).__name__ == "DistributedDataParallel" or type(model).__name__.startswith("FSDP"):
+    if is_wrapped(model):
         raise ConfigError(f"apply_config got a model wrapped already ({type(model).__name__}), but this config "
                           "wraps it with its tuned data-parallel settings",
                           "pass the bare model to apply_config and use the model it returns")

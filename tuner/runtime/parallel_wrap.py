@@ -2,7 +2,7 @@
 (tuner/core/data_parallel.py): ``DistributedDataParallel``, or FSDP2's ``fully_shard`` on every
 repeated block and then on the model (torchtitan's sharding).
 
-Used by a trial's ranks (tuner/measure/ranks.py) and by ``apply_config`` inside a user's
+Used by a trial's ranks (tuner/measure/rank.py) and by ``apply_config`` inside a user's
 ``torchrun`` script, so the model trains wrapped exactly as it was measured.
 """
 from __future__ import annotations
@@ -49,14 +49,20 @@ def wrap(model, settings: Mapping[str, Any], device: str | None = None):
     return model
 
 
-def inner(model):
-    """The user's module inside a wrapper: DDP's ``module``; FSDP2 shards in place."""
-    return getattr(model, "module", model) if type(model).__name__ == "DistributedDataParallel" else model
+def is_wrapped(model) -> bool:
+    """Whether ``model`` is wrapped for many ranks already (DDP around it, or FSDP2's sharded class)."""
+    name = type(model).__name__
+    return name == "DistributedDataParallel" or name.startswith("FSDP")
+
+
+def local_rank() -> int:
+    """This process's rank on its machine, as torchrun sets it (0 outside torchrun)."""
+    import os
+
+    return int(os.environ.get("LOCAL_RANK", "0"))
 
 
 def _default_device() -> str:
-    import os
-
     import torch
 
-    return f"cuda:{int(os.environ.get('LOCAL_RANK', 0))}" if torch.cuda.is_available() else "cpu"
+    return f"cuda:{local_rank()}" if torch.cuda.is_available() else "cpu"
