@@ -73,6 +73,28 @@ def load_study(url: str, name: str):
     return optuna.load_study(study_name=name, storage=open_storage(url))
 
 
+def _record_sigint_changes() -> dict:
+    """Wrap ``signal.signal`` so that whoever sets SIGINT in this process is on record (where and
+    from which process): the guard below quotes it."""
+    import signal
+    import traceback
+
+    seen: dict = {}
+    original = signal.signal
+
+    def recording(signum, handler):
+        if signum == signal.SIGINT:
+            seen.update(pid=os.getpid(), handler=handler, stack="".join(traceback.format_stack(limit=12)[:-1]))
+        return original(signum, handler)
+
+    signal.signal = recording
+    return seen
+
+
+_SIGINT_SET = _record_sigint_changes()
+_SESSION_PID = os.getpid()
+
+
 @pytest.fixture(autouse=True)
 def sigint_as_python_starts():
     """Every test starts with Python's own Ctrl-C handler. A test that leaves SIGINT ignored (seen in
@@ -85,5 +107,8 @@ def sigint_as_python_starts():
     yield
     current = signal.getsignal(signal.SIGINT)
     if current is not signal.default_int_handler:
+        where = (f"; last set to {_SIGINT_SET.get('handler')!r} in pid {_SIGINT_SET.get('pid')} (session pid "
+                 f"{_SESSION_PID}, this pid {os.getpid()}) at:\n{_SIGINT_SET.get('stack', 'nowhere in Python')}")
         signal.signal(signal.SIGINT, signal.default_int_handler)
-        warnings.warn(f"this test left SIGINT's handler as {current!r}; put back Python's default", stacklevel=1)
+        warnings.warn(f"this test left SIGINT's handler as {current!r}; put back Python's default{where}",
+                      stacklevel=1)

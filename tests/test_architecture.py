@@ -17,7 +17,7 @@ LAYER_OF = {
     "space": 2, "export": 2,
     "workload": 3, "diagnose": 3, "runtime": 3,
     "measure": 4,
-    "isolated": 5, "forkserver": 5, "rank_group": 5,
+    "isolated": 5, "forkserver": 5, "rank_group": 5, "rank_board": 5, "rank_node": 5,
     "study": 6,
     "decide": 7,
     "report": 8,

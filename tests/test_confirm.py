@@ -126,3 +126,24 @@ def test_under_a_budget_each_round_is_sized_by_the_processes_of_the_round_before
                 round_fits=lambda n, ran: asked.append((n, ran)) or len(asked) < 3)
     assert asked == [(5, 5), (5, 5), (5, 5)]
     assert d["rounds_done"] == 3 and d["cut_short"] == "3 of 12 rounds" and d["verdict"]
+
+
+def test_a_single_round_states_no_interval_and_no_rounds_to_decide():
+    """A --budget that let one round run: its two eager processes give the spread 1 degree of
+    freedom, whose interval (0x to 10^9x at the looks' confidence) would be printed as a figure."""
+    calls = []
+
+    def measure(cfg, label, round_=0, heap=None):
+        calls.append(label)
+        noise = 1.1 if len(calls) % 2 else 0.9
+        return {"status": "ok", "step_s": noise * 0.01 / (1.05 if cfg.compiles else 1.0), "compile_time_s": 1.0,
+                "peak_memory_mb": 1.0}
+
+    d = confirm([TUNED], Scoring(steps=100_000, eager_step_s=0.01), measure, rounds=12, log=lambda line: None,
+                round_fits=lambda n, ran: False)
+    assert d["rounds_done"] == 1 and d["verdict"] == "undecided"
+    assert "could not tell after one round" in d["reason"] and "no interval yet: one round" in d["reason"]
+    assert d["to_decide"] == {"rounds": None}
+    compiled = [c for c in d["candidates"] if c["config_label"] != "eager (no compile)"]
+    assert compiled and all(c["speedup_interval"] == [None, None] for c in compiled)
+    assert d["heap"]["interval"] == [None, None]

@@ -132,6 +132,31 @@ def test_slurm_array_without_a_database_url_stops_before_starting(tmp_path):
     assert not Path(env["RECORD"]).exists()
 
 
+def test_slurm_ranks_job_runs_the_study_on_the_first_node_and_a_node_on_every_other(tmp_path):
+    script = CLUSTER / "ranks.sbatch"
+    directives = dict(re.findall(r"^#SBATCH --([\w-]+)=(\S+)", script.read_text(), re.M))
+    assert directives["nodes"] == "2" and directives["ntasks-per-node"] == "1"
+    env = recording_path(tmp_path)
+    bin_dir = Path(env["PATH"].split(os.pathsep)[0])
+    (bin_dir / "scontrol").write_text("#!/bin/sh\nprintf 'gpu-a\\ngpu-b\\n'\n")
+    (bin_dir / "srun").write_text(f"#!{sys.executable}\nimport json, os, sys\n"
+                                  "argv = ['srun', os.environ['COMPILE_TUNE_RDZV'], *sys.argv[1:]]\n"
+                                  "open(os.environ['RECORD'], 'a').write(json.dumps(argv) + '\\n')\n")
+    for stub in ("scontrol", "srun"):
+        (bin_dir / stub).chmod(0o755)
+    env.update(SLURM_JOB_NODELIST="gpu-[a-b]", SLURM_NNODES="2", SLURM_SUBMIT_DIR=str(ROOT), SLURM_GPUS_ON_NODE="8",
+               SLURM_CPUS_PER_TASK="64", SLURM_JOB_ID="7")
+    env.pop("COMPILE_TUNE_RDZV", None)
+    [batch] = run_recorded(script, env=env)
+    assert batch[:2] == ["srun", "gpu-a:29400"] and batch[-1].endswith("examples/cluster/ranks.sbatch")
+    [study] = run_recorded(script, env={**env, "COMPILE_TUNE_RDZV": "gpu-a:29400", "SLURM_NODEID": "0"})
+    args = parse_tune(study)
+    assert (args.nproc, args.nnodes, args.rdzv_endpoint) == (8, 2, "gpu-a:29400")
+    assert args.data_parallel == "fsdp2" and args.threads == 8 and args.task == "train" and args.device == "cuda"
+    [node] = run_recorded(script, env={**env, "COMPILE_TUNE_RDZV": "gpu-a:29400", "SLURM_NODEID": "1"})
+    assert node[:4] == ["compile-tune", "node", "--rdzv-endpoint", "gpu-a:29400"]
+
+
 def test_kubernetes_job_runs_n_workers_on_the_postgres_study():
     job = yaml.safe_load((CLUSTER / "tune-job.yaml").read_text())
     assert job["kind"] == "Job" and job["apiVersion"] == "batch/v1"

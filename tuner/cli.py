@@ -6,6 +6,7 @@
     compile-tune show DIR               print the verdict and the top trials of a finished run
     compile-tune report DIR             rebuild report.html, report.md, trials.csv, best_config.yaml
     compile-tune export DIR --to TOOL   the tuned settings for accelerate, hf-trainer, env, torchtitan, vllm, json
+    compile-tune node --rdzv-endpoint HOST:PORT   lend this machine's ranks to a run with --nnodes
 
 Exit codes: 0 success, 2 bad input (one ``error:`` line and a ``hint:``), 130 interrupted.
 """
@@ -27,7 +28,7 @@ from .core.spec import Role
 from .run.options import default
 from .system.storage import scrub
 
-SUBCOMMANDS = ("show", "check", "space", "report", "export", "package")
+SUBCOMMANDS = ("show", "check", "space", "report", "export", "package", "node")
 
 
 def _tune_parser() -> argparse.ArgumentParser:
@@ -100,6 +101,10 @@ def _measure_arguments(g) -> None:
     _add(g, "--nproc", "training on many ranks: each trial runs the step on N ranks launched by torch's elastic "
          "launcher (as torchrun does), scored on the slowest; needs --task train and --data-parallel", type=int,
          metavar="N")
+    _add(g, "--nnodes", "with --nproc: machines each trial's ranks span, --nproc on each; every other machine "
+         "runs `compile-tune node --rdzv-endpoint HOST:PORT`", type=int, metavar="N")
+    _add(g, "--rdzv-endpoint", "with --nnodes: this machine's HOST:PORT, where the ranks meet (torch's c10d "
+         "rendezvous); the tuner's board uses PORT+1", metavar="HOST:PORT")
     _add(g, "--data-parallel", "with --nproc: how the ranks train one model; its settings are searched",
          choices=("ddp", "fsdp2"))
     _add(g, "--check-threads", "after tuning, call the chosen config from N threads at once and compare with eager",
@@ -358,8 +363,23 @@ def _report(argv: list[str]) -> int:
     return 0
 
 
+def _node(argv: list[str]) -> int:
+    from pathlib import Path
+
+    from .rank_node import follow
+
+    p = argparse.ArgumentParser(prog="compile-tune node", description="Lend this machine's ranks to the trials of "
+                                "a run on several machines (`compile-tune MODEL.py --nnodes N --rdzv-endpoint "
+                                "HOST:PORT ...` on the tuner's machine) until that run ends.")
+    p.add_argument("--rdzv-endpoint", required=True, metavar="HOST:PORT", help="the tuner's --rdzv-endpoint")
+    p.add_argument("--work-dir", default=".compile-tune-node", help="trial files and caches [.compile-tune-node]")
+    p.add_argument("--wait", type=float, default=600.0, help="seconds to wait for the tuner's board [600]")
+    args = p.parse_args(argv)
+    return follow(args.rdzv_endpoint, Path(args.work_dir), args.wait, log=lambda line: print(line, flush=True))
+
+
 _SUBCOMMANDS = {"show": _show, "check": _check, "space": _space, "report": _report, "export": _export,
-                "package": _package}
+                "package": _package, "node": _node}
 assert set(_SUBCOMMANDS) == set(SUBCOMMANDS)
 
 

@@ -27,6 +27,8 @@ from .forkserver import launcher_threads
 from .forkserver import preload as preload_forked
 from .forkserver import prestart as prestart_forked
 from .forkserver import start as start_forked
+from .rank_board import Board
+from .rank_board import board as rank_board
 from .rank_group import merge as merge_ranks
 from .rank_group import read_ranks
 from .rank_group import start as start_ranks
@@ -55,7 +57,12 @@ class Running:
     timeout: float
     compile_budget_s: float | None
     start: float
-    nproc: int = 1
+    world: int = 1
+    """Ranks in all (``TrialSpec.world``); more than 1: the result is their results merged."""
+    board: Board | None = None
+    """Ranks on other machines too: the tuner's board, where they post (tuner/rank_board.py)."""
+    remote_log: str = ""
+    """The other machines' launchers' log tails, once they ended."""
 
     def finish(self) -> dict:
         """Wait for the child (killing it at its timeout), clean up, and return its result."""
@@ -66,15 +73,20 @@ class Running:
             # Ctrl-C lands here, not in Popen: a child started but not yet bound to `proc`
             # would be left running (see tuner.system.interrupts).
             with interruptible():
-                pruned_after = _wait(proc, rank_path(out_path, 0) if self.nproc > 1 else out_path, self.start,
+                pruned_after = _wait(proc, rank_path(out_path, 0) if self.world > 1 else out_path, self.start,
                                      self.timeout, self.compile_budget_s)
             timed_out = proc.poll() is None and pruned_after is None
-            _kill_group(proc)
+            kill_group(proc)
         finally:
             if proc.poll() is None:
-                _kill_group(proc)
-            _kill_group(proc)  # leftover compile workers in the group
+                kill_group(proc)
+            kill_group(proc)  # leftover compile workers in the group
         wall = time.perf_counter() - self.start
+        if self.board is not None:  # the other machines' launchers end with this one's, or are stopped
+            if timed_out or pruned_after is not None:
+                self.board.stop(self.trial_id)
+            self.remote_log = self.board.wait_ended(self.trial_id, 30.0)
+            self.board.stop(self.trial_id)
         result = self._result(timed_out)
         result["trial_wall_s"] = wall
         if pruned_after is not None:
@@ -86,7 +98,7 @@ class Running:
                 "timeout", f"no result after {self.timeout:.0f} s (stage: {result.get('stage', 'startup')})").to_dict())
         elif result.get("status") != "failed" and (proc.returncode != 0 or result.get("status") == "running"):
             result.update(status="failed", failure=_death(proc.returncode, result, log_path).to_dict())
-        result["log_tail"] = _tail(log_path) if result.get("status") == "failed" else ""
+        result["log_tail"] = log_tail(log_path) if result.get("status") == "failed" else ""
         for path in self._files():
             path.unlink(missing_ok=True)
         if self.own_cache and not self.keep_cache:
@@ -97,21 +109,31 @@ class Running:
 
     def _result(self, timed_out: bool) -> dict:
         """The child's result; on many ranks, the ranks' results merged (tuner/rank_group.py)."""
-        if self.nproc <= 1:
+        if self.world <= 1:
             return _read_result(self.out_path)
-        ranks = read_ranks(self.out_path, self.nproc)
+        ranks = read_ranks(self.out_path, self.world, self.board.posted(self.trial_id) if self.board else None)
         if timed_out:  # where each rank was
             where = ", ".join(f"rank {i} at stage {r.get('stage', 'startup')}" for i, r in enumerate(ranks))
+            if self.board is not None and all(r.get("stage", "startup") == "startup" for r in ranks):
+                where += (f"; no rank started: {self.board.joined()} of the {self.board.nnodes - 1} other machine(s) "
+                          f"on the board, each must run `compile-tune node --rdzv-endpoint {self.board.endpoint}`")
             return {**ranks[0], "status": "running", "stage": where}
-        return merge_ranks(ranks, self.proc.returncode, _tail(self.log_path, 20000))
+        return merge_ranks(ranks, self.proc.returncode, log_tail(self.log_path, 20000) + "\n" + self.remote_log)
+
+    @property
+    def trial_id(self) -> str:
+        """The trial's name on the board and at the rendezvous (unique: its spec file's)."""
+        return self.spec_path.stem
 
     def _files(self) -> list[Path]:
-        ranks = [rank_path(self.out_path, r) for r in range(self.nproc)] if self.nproc > 1 else []
+        ranks = [rank_path(self.out_path, r) for r in range(self.world)] if self.world > 1 else []
         return [self.spec_path, self.out_path, self.log_path, *ranks]
 
     def kill(self) -> None:
         """Stop the child and clean up, its result unread (another part failed or was interrupted)."""
-        _kill_group(self.proc)
+        kill_group(self.proc)
+        if self.board is not None:
+            self.board.stop(self.trial_id)
         for path in self._files():
             path.unlink(missing_ok=True)
         if self.own_cache:
@@ -141,24 +163,31 @@ def start_isolated(
     spec_path.write_text(json.dumps(asdict(spec)))
     own_cache = cache_dir is None
     cache = Path(tempfile.mkdtemp(prefix="inductor-cache-", dir=work_dir)) if cache_dir is None else cache_dir
-    env = _child_env(spec.threads, cache, env_extra)
+    env = trial_env(spec.threads, cache, env_extra)
     start = time.perf_counter()
     with open(log_path, "wb") as log:  # a fresh interpreter writes to its own copy of the descriptor
         argv = [str(spec_path), str(out_path)]
-        if spec.nproc > 1:  # the ranks share the trial's inductor cache (one compile for all, where it is one)
-            proc = start_ranks(spec.nproc, argv, env, log, os.getcwd())
+        board = None
+        if spec.world > 1:  # the ranks share the trial's inductor cache (one compile for all, where it is one)
+            nodes = None
+            if spec.nnodes > 1:  # this launcher hosts the rendezvous; the other machines' start from the board
+                board = rank_board(spec.rdzv_endpoint or "", spec.nnodes)
+                nodes = [str(spec.nnodes), spec.rdzv_endpoint or "", spec_path.stem, "1"]
+            proc = start_ranks(spec.nproc, argv, env, log, os.getcwd(), nodes)
+            if board is not None:
+                board.post(spec_path.stem, asdict(spec))
         else:
             proc = _start(spec, argv, env, log, log_path, traced="TORCH_TRACE" in env)
     return Running(proc=proc, spec_path=spec_path, out_path=out_path, log_path=log_path, cache=cache,
                    own_cache=own_cache, keep_cache=keep_cache, timeout=timeout, compile_budget_s=compile_budget_s,
-                   start=start, nproc=spec.nproc)
+                   start=start, world=spec.world, board=board)
 
 
 def prestart_launcher(work_dir: Path, check: bool = False) -> None:
     """Start the trial launcher in the background (tuner/forkserver.py), in the user's environment
     (no thread pinning: it reports the default thread count, see :func:`default_threads`).
     ``check``: the run starts with the model check (:func:`check_model`)."""
-    prestart_forked(_child_env(None, None, None), work_dir, check_parts() if check else 0)
+    prestart_forked(trial_env(None, None, None), work_dir, check_parts() if check else 0)
 
 
 def default_threads() -> int:
@@ -180,7 +209,7 @@ def _start(spec: TrialSpec, argv: list[str], env: dict[str, str], log, log_path:
     is read when torch is imported, so the launcher's import would not trace)."""
     if not traced:
         forked = start_forked(argv, env, log_path, workload=spec.workload if spec.device == "cpu" else None,
-                              server_env=_child_env(None, None, None),
+                              server_env=trial_env(None, None, None),
                               stage="dynamo" if spec.mode == "check" else "ready")
         if forked is not None:
             return forked
@@ -220,7 +249,7 @@ def _wait(proc: subprocess.Popen, out_path: Path, start: float, timeout: float,
     return None
 
 
-def _child_env(threads: int | None, cache: Path | None, extra: dict[str, str] | None) -> dict[str, str]:
+def trial_env(threads: int | None, cache: Path | None, extra: dict[str, str] | None) -> dict[str, str]:
     env = dict(os.environ)
     if cache is not None:
         env["TORCHINDUCTOR_CACHE_DIR"] = str(cache)
@@ -237,7 +266,7 @@ def _child_env(threads: int | None, cache: Path | None, extra: dict[str, str] | 
     return env
 
 
-def _kill_group(proc) -> None:
+def kill_group(proc) -> None:
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
@@ -257,7 +286,7 @@ def _read_result(path: Path) -> dict:
 
 def _death(returncode: int | None, result: dict, log_path: Path):
     stage = result.get("stage", "startup")
-    tail = _tail(log_path, 400)
+    tail = log_tail(log_path, 400)
     killed = killed_by(returncode)
     if killed:
         category, sig = killed
@@ -269,7 +298,7 @@ def _death(returncode: int | None, result: dict, log_path: Path):
     return failure("crashed", f"exit code {returncode} during {stage}: {tail[-300:]}")
 
 
-def _tail(path: Path, chars: int = 2000) -> str:
+def log_tail(path: Path, chars: int = 2000) -> str:
     try:
         text = path.read_text(errors="replace")
     except OSError:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,20 +20,24 @@ from .diagnose import failure, killed_by
 from .system.launch import python_command
 
 
-def start(nproc: int, argv: list[str], env: dict[str, str], log, cwd: str) -> subprocess.Popen:
+def start(nproc: int, argv: list[str], env: dict[str, str], log, cwd: str,
+          nodes: list[str] | None = None) -> subprocess.Popen:
     """The elastic launcher for ``nproc`` ranks, in a session of its own (killable as a group; its
-    ranks have their own sessions and die with it)."""
-    return subprocess.Popen(python_command("tuner.measure.rank_main", "agent", str(nproc), *argv), stdout=log,
-                            stderr=subprocess.STDOUT, env=env, cwd=cwd, start_new_session=True)
+    ranks have their own sessions and die with it). ``nodes``: its share of a trial across machines
+    (tuner/measure/rank_main.py's ``launcher_args``)."""
+    return subprocess.Popen(python_command("tuner.measure.rank_main", "agent", str(nproc), *argv, *(nodes or [])),
+                            stdout=log, stderr=subprocess.STDOUT, env=env, cwd=cwd, start_new_session=True)
 
 
-def read_ranks(out: Path, nproc: int) -> list[dict[str, Any]]:
+def read_ranks(out: Path, world: int, posted: Callable[[int], dict | None] | None = None) -> list[dict[str, Any]]:
+    """Each rank's result: from its file on this machine, else as it posted it (``posted``: the
+    tuner's board, for ranks on other machines: tuner/rank_board.py)."""
     results = []
-    for r in range(nproc):
+    for r in range(world):
         try:
             results.append(json.loads(rank_path(out, r).read_text()))
         except (OSError, json.JSONDecodeError):
-            results.append({"status": "running", "stage": "startup"})
+            results.append((posted and posted(r)) or {"status": "running", "stage": "startup"})
     return results
 
 

@@ -87,8 +87,13 @@ class TrialSpec:
     nproc: int = 1
     """Ranks of a training trial (``--nproc``): launched by torch's elastic launcher, each a
     process of ``threads`` threads (tuner/measure/rank.py)."""
+    nnodes: int = 1
+    """Machines the ranks span (``--nnodes``): ``nproc`` ranks on each, met at ``rdzv_endpoint``
+    (tuner/rank_board.py); 1: every rank on this machine, on loopback."""
+    rdzv_endpoint: str | None = None
+    """``HOST:PORT`` of torch's c10d rendezvous when ``nnodes`` > 1; the tuner's board is at PORT + 1."""
     data_parallel: str | None = None
-    """``ddp`` or ``fsdp2`` with ``nproc`` > 1; the config's ``data_parallel`` holds its settings."""
+    """``ddp`` or ``fsdp2`` with ``world`` > 1; the config's ``data_parallel`` holds its settings."""
     rank_cache: str = "shared"
     """On many ranks: ``shared``, the ranks compile into the trial's one inductor cache directory
     (a rank finds the graphs another wrote); ``own``, a directory per rank, as ranks without a shared
@@ -96,6 +101,11 @@ class TrialSpec:
     collective_timeout_s: float = 300.0
     """On many ranks: how long a rank waits in one collective for the others before the trial
     fails as a hang (the process group's timeout)."""
+
+    @property
+    def world(self) -> int:
+        """Ranks in all: ``nproc`` on each of ``nnodes`` machines."""
+        return self.nproc * self.nnodes
 
 
 #: Each rank's figures kept in ``ranks`` (trials.csv's ``rank<N>_<name>`` columns).
@@ -108,6 +118,16 @@ def rank_path(out, rank: int):
 
     out = Path(out)
     return out.with_name(f"{out.stem}.rank{rank}{out.suffix}")  # its own .tmp beside it (Recorder.flush)
+
+
+#: In a rank on a machine that is not the tuner's: ``HOST:PORT`` of the tuner's board, and the trial's id there.
+BOARD_ENV, TRIAL_ENV = "COMPILE_TUNE_BOARD", "COMPILE_TUNE_TRIAL"
+
+
+def board_key(trial: str, rank: int) -> str:
+    """The key under which rank ``rank`` of ``trial`` posts its result on the tuner's board
+    (tuner/rank_board.py) when its machine is not the tuner's."""
+    return f"{trial}/rank{rank}"
 
 
 class Measurement(TypedDict, total=False):

@@ -9,6 +9,7 @@ model, and when more than :data:`BUSY` of the processes were crowded the verdict
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import statistics
 from collections import Counter
@@ -161,6 +162,12 @@ def _figures(records: dict[str, Record], ok: list[Record], scoring: Scoring, loo
     speedups = {r.key: model.speedup(eager.key, r.key, level) for r in ok}
     savings = {r.key: stats.saving(model, eager.key, r.key, scoring.steps, e_step, se_log, costs[r.key], level,
                                    base_df=len(e_steps) - 1) for r in ok}
+    if len({rnd for rnd, _ in eager.steps}) < 2:
+        # One round (a --budget that cut confirmation short): the spread of its two eager processes
+        # has 1 degree of freedom, and at the looks' confidence its interval spans 0x to 10^9x,
+        # true and of no use. No interval is stated until a second round.
+        speedups = {k: _no_interval(i) for k, i in speedups.items()}
+        savings = {k: _no_interval(i) for k, i in savings.items()}
     summaries = {r.key: _summary(r, speedups[r.key], savings[r.key], costs[r.key], e_step, scoring.steps)
                  for r in ok}
     return _Figures(records, scoring, model, level, costs, speedups, savings, summaries, e_step, se_log, tie_margin)
@@ -186,6 +193,10 @@ def _verdict(verdict: str | None, leader: str, f: _Figures, machine: dict, eager
         return {"verdict": "stay_eager", "choice": EAGER.to_dict(), "best": f.summaries[leader], "reason": why}
     rounds = max((r for r, _ in eager.steps), default=0) + 1
     need = stats.rounds_to_decide(best, f.tie_margin * f.eager_total, rounds)
+    if not math.isfinite(best.low):
+        return {"verdict": "undecided", "choice": EAGER.to_dict(), "best": f.summaries[leader],
+                "reason": f"could not tell after one round: the best config ({label}) {words}; a second round gives "
+                          "the first interval", "to_decide": {"rounds": None}}
     return {"verdict": "undecided", "choice": EAGER.to_dict(), "best": f.summaries[leader],
             "reason": f"could not tell: the best config ({label}) {words}, an interval that holds both a saving and "
                       f"a tie within {margin}",
@@ -244,6 +255,10 @@ def _failed_summary(r: Record) -> dict:
             "failures": r.failures[:3], "speedup": None}
 
 
+def _no_interval(i: stats.Interval) -> stats.Interval:
+    return dataclasses.replace(i, low=-math.inf, high=math.inf)
+
+
 def _finite(i: stats.Interval) -> list[float | None]:
     return [v if math.isfinite(v) else None for v in (i.low, i.high)]
 
@@ -255,6 +270,8 @@ def _heap(records: dict[str, Record], confidence: float) -> dict | None:
         return None
     model = stats.fit(stats.Sample(r.key, rnd, s) for r in (eager, started) for rnd, s in r.steps)
     gain = model.speedup(AS_STARTED, eager.key, confidence)
+    if len({rnd for rnd, _ in started.steps}) < 2:
+        gain = _no_interval(gain)  # one round: see _figures
     return {"gain": gain.estimate, "interval": _finite(gain), "confidence": confidence,
             "eager_as_started_step_s": statistics.fmean(s for _, s in started.steps), "processes": started.processes}
 

@@ -83,7 +83,7 @@ class TrialRunner:
             workload=str(Path(s.workload).resolve()), config=config.to_dict(), task=s.task, device=s.device,
             threads=s.threads, seed=s.seed, measure_seconds=s.measure_seconds * timing_share, rounds=rounds,
             trial_memory_limit_mb=s.trial_memory_limit_mb, heap=s.heap, timing=timing, **lane_fields(),
-            nproc=s.nproc, data_parallel=s.data_parallel,
+            nproc=s.nproc, nnodes=s.nnodes, rdzv_endpoint=s.rdzv_endpoint, data_parallel=s.data_parallel,
             # a rank waits this long in one collective before the trial fails as a hang: half the
             # trial's timeout, which is scaled to the model's measured step and compile
             collective_timeout_s=max(60.0, trial_timeout(self.study, s) / 2),

@@ -64,14 +64,15 @@ def pick_best(study, scoring: Scoring, device: str) -> TunedConfig:
 def _ranks_of(study, key: str) -> dict | None:
     """On many ranks: the chosen config's search trial, rank by rank (its step and compile time)."""
     settings = study.user_attrs.get("settings") or {}
-    if settings.get("nproc", 1) <= 1:
+    if settings.get("nproc", 1) * settings.get("nnodes", 1) <= 1:
         return None
     trial = next((t for t in measured_trials(study) if t.user_attrs.get("config_key") == key
                   and t.user_attrs.get("ranks")), None)
     if trial is None:
         return None
     a = trial.user_attrs
-    return {"nproc": settings["nproc"], "data_parallel": settings.get("data_parallel"),
+    return {"nproc": settings["nproc"], "nnodes": settings.get("nnodes", 1),
+            "data_parallel": settings.get("data_parallel"),
             "slowest_rank": a.get("slowest_rank"), "rank_spread": round(float(a.get("rank_spread") or 0.0), 4),
             "step_ms": [round(1000 * float(r.get("step_s") or 0.0), 3) for r in a["ranks"]],
             "compile_s": [round(float(r.get("compile_time_s") or 0.0), 2) for r in a["ranks"]]}
@@ -103,8 +104,10 @@ def _pick_best(study, scoring: Scoring, device: str) -> TunedConfig:
     # The trials' own thread count (their environment records it); the study's setting if not.
     tuned_on.setdefault("threads", settings.get("threads"))
     tuned_on.update(device=device, date=_measured_on(study), steps=scoring.steps, task=settings.get("task"))
-    if settings.get("nproc", 1) > 1:  # apply_config wraps the model as its ranks were (tuner/runtime/apply.py)
+    if settings.get("nproc", 1) * settings.get("nnodes", 1) > 1:  # apply_config wraps the model as its ranks were
         tuned_on.update(nproc=settings["nproc"], data_parallel=settings.get("data_parallel"))
+        if settings.get("nnodes", 1) > 1:
+            tuned_on.update(nnodes=settings["nnodes"])
     if study.user_attrs.get("objective") == "pareto":
         return _unconfirmed(_pick_pareto(study, scoring, eager, candidates, tuned_on), "objective pareto")
     confirmation = study.user_attrs.get("confirmation") or {}

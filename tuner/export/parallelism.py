@@ -27,12 +27,19 @@ def settings_of(c: _View) -> dict[str, Any] | None:
     return resolved(c.data_parallel, wrap) if wrap else None
 
 
+def _ranks(c: _View) -> tuple[int, int]:
+    """``(ranks in all, machines)`` the config was measured on."""
+    on = c.tuned_on or {}
+    machines = int(on.get("nnodes") or 1)
+    return int(on.get("nproc") or 1) * machines, machines
+
+
 def torchtitan_parallelism(c: _View) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
     """``(parallelism fields, not carried, changes)`` for torchtitan."""
     dp = settings_of(c)
     if dp is None:
         return {}, [], []
-    nproc = int((c.tuned_on or {}).get("nproc") or 1)
+    nproc, _ = _ranks(c)
     if dp["wrap"] == "fsdp2":
         policy = "always" if dp["reshard_after_forward"] else "never"
         return ({"data_parallel_shard_degree": nproc, "fsdp_reshard_after_forward": policy}, [],
@@ -56,14 +63,14 @@ def accelerate_parallelism(c: _View) -> tuple[dict[str, Any], list[dict[str, Any
     dp = settings_of(c)
     if dp is None:
         return {}, []
-    nproc = int((c.tuned_on or {}).get("nproc") or 1)
+    nproc, machines = _ranks(c)
     if dp["wrap"] == "fsdp2":
-        return {"num_processes": nproc, "distributed_type": "FSDP",
+        return {"num_processes": nproc, "num_machines": machines, "distributed_type": "FSDP",
                 "fsdp_config": {"fsdp_version": 2, "fsdp_reshard_after_forward": dp["reshard_after_forward"],
                                 "fsdp_auto_wrap_policy": "TRANSFORMER_BASED_WRAP"}}, []
     lost = [_lost("data_parallel.optimize_ddp", dp["optimize_ddp"], "accelerate does not set "
                   "torch._dynamo.config.optimize_ddp; set it before building the Accelerator (torch's default is "
                   "ddp_optimizer)")] if dp["optimize_ddp"] != "ddp_optimizer" else []
-    return {"num_processes": nproc, "distributed_type": "MULTI_GPU or MULTI_CPU",
+    return {"num_processes": nproc, "num_machines": machines, "distributed_type": "MULTI_GPU or MULTI_CPU",
             "python": f"Accelerator(kwargs_handlers=[DistributedDataParallelKwargs(bucket_cap_mb="
                       f"{dp['bucket_cap_mb']:g})])"}, lost

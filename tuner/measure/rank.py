@@ -1,4 +1,4 @@
-"""A training trial on many ranks (``TrialSpec.nproc`` > 1), inside each rank (started by
+"""A training trial on many ranks (``TrialSpec.world`` > 1), inside each rank (started by
 tuner/measure/rank_main.py). The rank joins its process group (gloo on the CPU, NCCL on GPUs, one
 GPU per rank), wraps the model with the config's data-parallel settings
 (tuner/runtime/parallel_wrap.py) and runs the one trial of tuner/measure/trial.py; the tuner merges
@@ -47,7 +47,7 @@ def join_group(spec: TrialSpec) -> None:
 
 def wrap_for_ranks(spec: TrialSpec, config, model):
     """What a step calls: ``model`` in one process, its data-parallel wrapper on many ranks."""
-    if spec.nproc <= 1:
+    if spec.world <= 1:
         return model
     from ..runtime.parallel_wrap import wrap
 
@@ -56,7 +56,7 @@ def wrap_for_ranks(spec: TrialSpec, config, model):
 
 def agree_max(values: list[float], spec: TrialSpec) -> list[float]:
     """The largest of each value over the ranks (one process: the values as they are)."""
-    if spec.nproc <= 1 or not values:
+    if spec.world <= 1 or not values:
         return values
     import torch
     import torch.distributed as dist

@@ -1,10 +1,13 @@
 """The processes of a training trial on many ranks: ``python -m tuner.measure.rank_main``.
 
-``agent NPROC SPEC OUT`` is the process the tuner starts (tuner/rank_group.py): torch's own
-elastic launcher (``torch.distributed.run``, what ``torchrun`` runs) on loopback, which starts
-NPROC ranks, restarts none, and stops every rank once one fails. ``rank SPEC OUT`` is each rank:
-the one trial of tuner/measure/trial.py in its process group (tuner/measure/rank.py), its figures
-in ``OUT``'s rank file (``rank_path``).
+``agent NPROC SPEC OUT [NNODES ENDPOINT RUN_ID HOST]`` is the process the tuner starts
+(tuner/rank_group.py): torch's own elastic launcher (``torch.distributed.run``, what ``torchrun``
+runs), which starts NPROC ranks, restarts none, and stops every rank once one fails. Its ranks meet
+on loopback, or, across NNODES machines, at torch's c10d rendezvous on ENDPOINT under the trial's
+own RUN_ID (HOST: ``1`` where this launcher hosts the rendezvous store, the tuner's machine).
+``rank SPEC OUT`` is each rank: the one trial of tuner/measure/trial.py in its process group
+(tuner/measure/rank.py), its figures in ``OUT``'s rank file (``rank_path``), and on a machine
+that is not the tuner's also on the tuner's board (tuner/rank_board.py).
 """
 from __future__ import annotations
 
@@ -14,7 +17,7 @@ import os
 import sys
 from pathlib import Path
 
-from ..core.spec import TrialSpec, rank_path
+from ..core.spec import BOARD_ENV, TRIAL_ENV, TrialSpec, board_key, rank_path
 from ..runtime.parallel_wrap import local_rank
 from ..system.launch import die_with_parent, python_command
 from .__main__ import measure
@@ -25,11 +28,19 @@ from .trial import Recorder
 AGENT_ENV = "COMPILE_TUNE_RANK_AGENT_PID"
 
 
-def launcher_args(nproc: int, spec_path: str, out_path: str) -> list[str]:
-    """The elastic launcher's arguments: ``--standalone`` rendezvous on loopback at a free port (so
-    trials in flight never share one), no restarts, each rank started path-safe
-    (tuner/system/launch.py) as ``tuner.measure.rank_main rank SPEC OUT``."""
-    return ["--standalone", f"--nproc-per-node={nproc}", "--max-restarts=0", "--no-python",
+def launcher_args(nproc: int, spec_path: str, out_path: str, nodes: list[str] | None = None) -> list[str]:
+    """The elastic launcher's arguments: no restarts, each rank started path-safe
+    (tuner/system/launch.py) as ``tuner.measure.rank_main rank SPEC OUT``. On one machine a
+    ``--standalone`` rendezvous on loopback at a free port (so trials in flight never share one);
+    across machines (``nodes``: NNODES, ENDPOINT, RUN_ID, HOST) the c10d rendezvous at ENDPOINT,
+    hosted by the tuner's launcher, so that no other machine's trial outlives the store."""
+    if nodes:
+        nnodes, endpoint, run_id, host = nodes
+        meet = [f"--nnodes={nnodes}", "--rdzv-backend=c10d", f"--rdzv-endpoint={endpoint}", f"--rdzv-id={run_id}",
+                f"--rdzv-conf=is_host={'true' if host == '1' else 'false'}"]
+    else:
+        meet = ["--standalone"]
+    return [*meet, f"--nproc-per-node={nproc}", "--max-restarts=0", "--no-python",
             *python_command("tuner.measure.rank_main", "rank", spec_path, out_path)]
 
 
@@ -39,7 +50,26 @@ def agent(argv: list[str]) -> None:
     os.environ[AGENT_ENV] = str(os.getpid())  # the ranks inherit it: see _rank_main
     from torch.distributed.run import main as run
 
-    run(launcher_args(int(argv[0]), argv[1], argv[2]))
+    run(launcher_args(int(argv[0]), argv[1], argv[2], argv[3:] or None))
+
+
+class BoardRecorder(Recorder):
+    """A rank's result, also posted on the tuner's board after every stage: the tuner cannot read
+    this machine's files (tuner/rank_board.py)."""
+
+    def __init__(self, path: Path, board: str, trial: str) -> None:
+        import datetime
+
+        from torch.distributed import TCPStore
+
+        super().__init__(path)
+        host, _, port = board.rpartition(":")
+        self.store = TCPStore(host, int(port), is_master=False, timeout=datetime.timedelta(seconds=60))
+        self.key = board_key(trial, rank())
+
+    def flush(self) -> None:
+        super().flush()
+        self.store.set(self.key, json.dumps(self.data, default=str))
 
 
 def _rank_main(argv: list[str]) -> None:
@@ -49,7 +79,9 @@ def _rank_main(argv: list[str]) -> None:
     spec = TrialSpec(**json.loads(Path(argv[0]).read_text()))
     if spec.device.startswith("cuda"):
         spec = dataclasses.replace(spec, device=f"cuda:{local_rank()}")
-    rec = Recorder(rank_path(argv[1], rank()))
+    board = os.environ.get(BOARD_ENV)
+    out = rank_path(argv[1], rank())
+    rec = BoardRecorder(out, board, os.environ[TRIAL_ENV]) if board else Recorder(out)
     rec.update(rank=rank())
     if spec.rank_cache == "own":  # read by inductor once it compiles, after this
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(os.environ["TORCHINDUCTOR_CACHE_DIR"], f"rank{rank()}")

@@ -81,7 +81,7 @@ def run_trial(spec: TrialSpec, rec: Recorder) -> None:
     mix = timing_mix(inputs, schedule)
     # many ranks: the wrapper around the model, and the state every rank's check starts from
     step = Step(model, spec.task, workload, runner=wrap_for_ranks(spec, config, model))
-    saved = TrainingState(step) if spec.nproc > 1 else None
+    saved = TrainingState(step) if spec.world > 1 else None
     rec.update(config=config.to_dict(), config_label=config.describe(), regions=None,
                mix=[{"input": e.label, "weight": round(e.weight, 4)} for e in mix],
                baseline_memory_mb=memory_in_use(device) / 2**20)

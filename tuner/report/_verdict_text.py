@@ -208,7 +208,9 @@ def extra_facts(m: dict, thread_check: dict | None) -> list[tuple[str, str, str]
         compile_s = ranks.get("compile_s") or []
         compiles = "; compile per rank: " + ", ".join(f"{s:g} s" for s in compile_s) if any(compile_s) else ""
         spread = 100 * float(ranks.get("rank_spread") or 0)
-        facts.append((f"{ranks.get('nproc')} ranks ({text(ranks.get('data_parallel'))})",
+        nodes = int(ranks.get("nnodes") or 1)
+        machines = f" on {nodes} machines" if nodes > 1 else ""
+        facts.append((f"{int(ranks.get('nproc') or 1) * nodes} ranks{machines} ({text(ranks.get('data_parallel'))})",
                       f"slowest rank {ranks.get('slowest_rank')}, spread {spread:.1f} %",
                       f"the search trial's step per rank: {steps_text}{compiles}"))
     regional = m.get("regional_compile")
@@ -233,12 +235,13 @@ def _confirmed_facts(m: dict) -> list[tuple[str, str, str]]:
     facts = [("confirmed", f"{rounds} interleaved round{'' if rounds == 1 else 's'} in fresh processes",
               f"the figures above are theirs{spread}{cut}")]
     if number(m.get("speedup")):
-        facts.append((f"speedup, {confidence} interval", f"{ratio(m['speedup'])} ({ratio(lo)} to {ratio(hi)})",
+        facts.append((f"speedup, {confidence} interval", f"{ratio(m['speedup'])} {_between(lo, hi, ratio)}",
                       "eager's mean step over the config's, the same heap for both"))
     s_lo, s_hi = m.get("saving_interval_s") or (None, None)
     if number(m.get("saving_s")):
-        facts.append((f"saving, {confidence} interval", f"{float(m['saving_s']):+.1f} s ({_signed(s_lo)} to "
-                      f"{_signed(s_hi)})", f"tie margin {float(m.get('tie_margin') or 0):.0%} of eager's total"))
+        facts.append((f"saving, {confidence} interval",
+                      f"{float(m['saving_s']):+.1f} s {_between(s_lo, s_hi, _signed)}",
+                      f"tie margin {float(m.get('tie_margin') or 0):.0%} of eager's total"))
     machine = m.get("machine") or {}
     if machine.get("crowded"):
         facts.append(("machine", f"{machine['crowded']} of {machine['processes']} processes crowded",
@@ -246,9 +249,16 @@ def _confirmed_facts(m: dict) -> list[tuple[str, str, str]]:
                       + ("; BUSY: the verdict is undecided" if machine.get("busy") else "; left out of the figures")))
     if number(m.get("heap_gain")):
         g_lo, g_hi = m.get("heap_gain_interval") or (None, None)
-        facts.append(("pin the heap", f"eager {ratio(m['heap_gain'])} as fast pinned ({ratio(g_lo)} to {ratio(g_hi)})",
+        facts.append(("pin the heap", f"eager {ratio(m['heap_gain'])} as fast pinned {_between(g_lo, g_hi, ratio)}",
                       "glibc malloc's thresholds, its own gain, not compile's: apply_config pins it for every verdict"))
     return facts
+
+
+def _between(low, high, fmt) -> str:
+    """``(low to high)``, or why there is no interval (a single round of confirmation)."""
+    if number(low) is None or number(high) is None:
+        return "(no interval: one round)"
+    return f"({fmt(low)} to {fmt(high)})"
 
 
 def _signed(v) -> str:

@@ -28,8 +28,11 @@ from .options import TuneOptions
 
 #: Seconds kept back for writing best_config.yaml, trials.csv and the reports at the end.
 OUTPUT_RESERVE_S = 5.0
-#: Confirmation rounds the search leaves room for: the race's minimum, so a cut search still gets a spread.
-CONFIRM_RESERVE_ROUNDS = MIN_ROUNDS
+#: Confirmation rounds the search leaves room for: the race's minimum and one more, so a cut search
+#: still gets an interval. A round's estimate comes from the search's trials; on the zoo's BERT
+#: server at --budget 12m (2026-12-02) the first round ran longer than that and only one of two
+#: reserved rounds fit: one round states no interval (tuner/decide/evidence.py).
+CONFIRM_RESERVE_ROUNDS = MIN_ROUNDS + 1
 #: The warm start bundles the cache the best config's search trial kept and times a warm first
 #: step in one short process (no longer than a confirmation trial: a warm compile, no timing
 #: loop); without a kept cache (a resumed run) it compiles cold once more first: at most about

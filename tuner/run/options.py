@@ -14,6 +14,7 @@ from ..core.config import TunedConfig
 from ..core.data_parallel import WRAPS
 from ..core.durations import parse_duration
 from ..core.errors import TunerError
+from ..rank_board import parse_endpoint
 from ..space.autospace import AUTO
 from ..study import StudyRun, StudySettings
 from ..system.heap import DEFAULT as HEAP_DEFAULT
@@ -75,9 +76,14 @@ class TuneOptions:
     """Search lower precisions too (bf16 autocast, TF32 matmuls): configs that change numerics
     (tuner/core/precision.py)."""
     nproc: int = 1
-    """Ranks of each training trial, launched by torch's elastic launcher (tuner/measure/rank.py)."""
+    """Ranks of each training trial on each machine, launched by torch's elastic launcher (tuner/measure/rank.py)."""
+    nnodes: int = 1
+    """Machines each trial's ranks span: this one and ``nnodes - 1`` running ``compile-tune node``
+    (tuner/rank_board.py)."""
+    rdzv_endpoint: str | None = None
+    """``HOST:PORT`` of this machine, where the ranks of every machine meet (``nnodes`` > 1)."""
     data_parallel: str | None = None
-    """``ddp`` or ``fsdp2``: how the ranks train one model (tuner/core/data_parallel.py); needs ``nproc`` > 1."""
+    """``ddp`` or ``fsdp2``: how the ranks train one model (tuner/core/data_parallel.py); needs ``world`` > 1."""
     budget_deadline: float | None = None
     """When the budget ends (``time.time()``): set as the run's clock starts (by ``tune``, or earlier by
     the CLI) and handed as is to the ``--workers`` processes, so they stop starting trials with it."""
@@ -116,29 +122,45 @@ class TuneOptions:
             self.budget = parse_duration(self.budget)
         self._check_ranks()
 
+    @property
+    def world(self) -> int:
+        """Ranks of each training trial in all: ``nproc`` on each of ``nnodes`` machines."""
+        return self.nproc * self.nnodes
+
     def _check_ranks(self) -> None:
-        if self.nproc < 1:
-            raise TunerError(f"--nproc must be >= 1, got {self.nproc}", "e.g. --nproc 2 --data-parallel ddp")
-        if self.nproc > 1 and self.task != "train":
-            raise TunerError(f"--nproc {self.nproc} runs a training step on many ranks, but --task is {self.task}",
+        if self.nproc < 1 or self.nnodes < 1:
+            raise TunerError(f"--nproc and --nnodes must be >= 1, got {self.nproc} and {self.nnodes}",
+                             "e.g. --nproc 2 --data-parallel ddp")
+        ranks = f"--nproc {self.nproc}" + (f" --nnodes {self.nnodes}" if self.nnodes > 1 else "")
+        if self.nnodes > 1 and not self.rdzv_endpoint:
+            raise TunerError(f"--nnodes {self.nnodes} needs --rdzv-endpoint: where the machines' ranks meet",
+                             "add --rdzv-endpoint HOST:PORT with this machine's name and a free port")
+        if self.rdzv_endpoint and self.nnodes < 2:
+            raise TunerError(f"--rdzv-endpoint {self.rdzv_endpoint} is for ranks on several machines",
+                             "add --nnodes N (machines), or drop --rdzv-endpoint for ranks on this machine")
+        if self.rdzv_endpoint:
+            parse_endpoint(self.rdzv_endpoint)
+        if self.world > 1 and self.task != "train":
+            raise TunerError(f"{ranks} runs a training step on many ranks, but --task is {self.task}",
                              "add --task train, or drop --nproc")
-        if self.nproc > 1 and self.data_parallel is None:
-            raise TunerError(f"--nproc {self.nproc} needs --data-parallel: how the ranks train one model",
+        if self.world > 1 and self.data_parallel is None:
+            raise TunerError(f"{ranks} needs --data-parallel: how the ranks train one model",
                              "add --data-parallel ddp or --data-parallel fsdp2")
         if self.data_parallel is not None and self.data_parallel not in WRAPS:
             raise TunerError(f"--data-parallel must be ddp or fsdp2, got {self.data_parallel!r}",
                              "use --data-parallel ddp or --data-parallel fsdp2")
-        if self.data_parallel is not None and self.nproc < 2:
-            raise TunerError(f"--data-parallel {self.data_parallel} needs --nproc 2 or more ranks",
+        if self.data_parallel is not None and self.world < 2:
+            raise TunerError(f"--data-parallel {self.data_parallel} needs --nproc 2 or more ranks (or --nnodes 2 "
+                             "or more machines)",
                              "add --nproc N (N ranks on this machine)")
-        if self.nproc > 1 and self.workers > 1:
-            raise TunerError(f"--nproc {self.nproc} with --workers {self.workers}: a trial's ranks take this "
+        if self.world > 1 and self.workers > 1:
+            raise TunerError(f"{ranks} with --workers {self.workers}: a trial's ranks take this "
                              "machine's cores, so its trials run one at a time",
                              "use --workers 1 (and one worker per machine on a shared --storage)")
-        if self.nproc > 1 and self.check_threads:
+        if self.world > 1 and self.check_threads:
             raise TunerError("--check-threads calls the model from threads of one process; a config tuned on "
                              "many ranks runs one process per rank", "drop --check-threads with --nproc")
-        if self.nproc > 1:
+        if self.world > 1:
             self.parallel = 1  # the ranks take the machine's cores: trials run one at a time
 
 
@@ -168,6 +190,7 @@ def study_settings(opts: TuneOptions, workload: str, device: str, threads: int, 
         measure_seconds=opts.measure_seconds, rounds=opts.rounds, space=opts.space,
         trace_dir=str(out_dir / "traces") if opts.trace else None, trial_memory_limit_mb=opts.trial_memory_limit_mb,
         compile_cost=opts.compile_cost, allow_precision_change=opts.allow_precision_change,
-        heartbeat_s=opts.heartbeat_s, torch=torch_version, heap=opts.heap, nproc=opts.nproc,
+        heartbeat_s=opts.heartbeat_s, torch=torch_version, heap=opts.heap, nproc=opts.nproc, nnodes=opts.nnodes,
+        rdzv_endpoint=opts.rdzv_endpoint,
         data_parallel=opts.data_parallel,
     )

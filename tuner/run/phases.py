@@ -122,7 +122,8 @@ class Run:
     def _announce(self) -> None:
         opts, space, log = self.opts, self.space, self.log
         self.study.set_user_attr("command", scrub(" ".join(opts.argv), self.storage) if opts.argv else "")
-        ranks = f"{opts.nproc} ranks ({opts.data_parallel}) x " if opts.nproc > 1 else ""
+        machines = f" on {opts.nnodes} machines" if opts.nnodes > 1 else ""
+        ranks = f"{opts.world} ranks{machines} ({opts.data_parallel}) x " if opts.world > 1 else ""
         log(f"compile-tune: {self.workload.name} ({opts.task}) on {self.device}, {ranks}{self.threads} thread(s); "
             f"space '{opts.space}' has {len(space.configs())} configs; scoring {opts.steps:,} steps; study "
             f"'{self.study.study_name}' in {redact(self.storage)}")
@@ -226,7 +227,7 @@ class Run:
         a warm start, where it fits in the budget."""
         clock = self.clock
         warm = tuned.verdict == "compile" and self.opts.warm_start and not self.run.interrupted
-        if warm and self.opts.nproc > 1:
+        if warm and self.opts.world > 1:
             # its cold/warm start is timed in one process, which cannot wrap a model for many ranks
             self.log("  warm start: not saved for a config tuned on many ranks (--nproc) yet")
             warm = False

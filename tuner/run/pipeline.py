@@ -14,6 +14,8 @@ from pathlib import Path
 from ..core.errors import TunerError
 from ..core.targets import find_blocks
 from ..isolated import default_threads, preload_workload, prestart_launcher
+from ..rank_board import board as rank_board
+from ..rank_board import close_boards
 from ..runtime.marks import distinct_shapes, varying_dims
 from ..space.autospace import AUTO, Choice, ModelFacts, build_auto_space
 from ..space.search_space import SearchSpace, load_space
@@ -22,6 +24,9 @@ from ..workload import load_workload, validate_workload
 from .budget import RunClock
 from .options import DEFAULT_STEPS, TuneOptions, TuneResult, study_settings
 from .phases import Run
+
+#: How long a run on several machines (--nnodes) waits for the others to join its board.
+NODES_WAIT_S = 300.0
 
 __all__ = ["DEFAULT_STEPS", "TuneOptions", "TuneResult", "resolve_device", "search_space", "tune"]
 
@@ -72,8 +77,10 @@ def tune(opts: TuneOptions, log: Callable[[str], None] | None = None) -> TuneRes
         workload = load_workload(opts.workload)
         validate_workload(workload, opts.task)
         device = resolve_device(opts.device)
-        if opts.nproc > 1:
+        if opts.world > 1:
             _check_ranks_possible(device, opts.nproc)
+        if opts.nnodes > 1:  # the other machines join the board before the first trial needs their ranks
+            rank_board(opts.rdzv_endpoint or "", opts.nnodes).wait_for_nodes(NODES_WAIT_S, log)
     except TunerError:
         if created:  # a file that is not a workload leaves no folder behind
             shutil.rmtree(out_dir, ignore_errors=True)
@@ -88,9 +95,12 @@ def tune(opts: TuneOptions, log: Callable[[str], None] | None = None) -> TuneRes
     settings = study_settings(opts, str(workload.path), device, threads, out_dir, _torch_version())
     # From here on a Ctrl-C stops the run between two storage writes, never inside one: see
     # tuner.system.interrupts. It lands while a trial's child is awaited, and the outputs are written.
-    with deferred():
-        run = Run(opts, log, workload, device, threads, space, choices, out_dir, storage, settings, clock)
-        return run.as_worker() if opts.worker_index is not None else run.execute()
+    try:
+        with deferred():
+            run = Run(opts, log, workload, device, threads, space, choices, out_dir, storage, settings, clock)
+            return run.as_worker() if opts.worker_index is not None else run.execute()
+    finally:
+        close_boards()  # the other machines' `compile-tune node` exit
 
 
 def search_space(opts: TuneOptions, workload, device: str) -> tuple[SearchSpace, list[Choice]]:

@@ -14,10 +14,10 @@ from ._store import TrialStore
 
 #: Settings that must not change when a study is resumed: they change what a score means.
 FIXED_SETTINGS = ("steps", "task", "device", "threads", "workload", "compile_cost", "torch", "measurement",
-                  "allow_precision_change", "heap", "nproc", "data_parallel")
+                  "allow_precision_change", "heap", "nproc", "nnodes", "data_parallel")
 #: What a setting was before it was stored (studies made by earlier versions).
 SETTING_DEFAULTS = {"compile_cost": "cold", "measurement": 1, "allow_precision_change": False, "heap": "pinned",
-                    "nproc": 1, "data_parallel": None}
+                    "nproc": 1, "nnodes": 1, "data_parallel": None}
 
 
 @dataclass
@@ -51,7 +51,11 @@ class StudySettings:
     measurement: int = MEASUREMENT
     """What a trial's figures mean (tuner/core/spec.py); fixed, like the torch version."""
     nproc: int = 1
-    """Ranks of each training trial (``--nproc``); ``threads`` is each rank's."""
+    """Ranks of each training trial on each machine (``--nproc``); ``threads`` is each rank's."""
+    nnodes: int = 1
+    """Machines each trial's ranks span (``--nnodes``)."""
+    rdzv_endpoint: str | None = None
+    """Where the machines' ranks meet (``--rdzv-endpoint``); not fixed: a resumed run may meet elsewhere."""
     data_parallel: str | None = None
     """``ddp`` or ``fsdp2`` on many ranks (``--data-parallel``)."""
 
