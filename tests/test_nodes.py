@@ -39,33 +39,49 @@ def free_endpoint() -> str:
     raise RuntimeError("no two free ports in a row")
 
 
-def start_node(endpoint: str, work_dir: Path) -> subprocess.Popen:
+def start_node(endpoint: str, work_dir: Path, **env: str) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "tuner", "node", "--rdzv-endpoint", endpoint, "--work-dir",
                              str(work_dir), "--wait", "120"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, cwd=ROOT)
+                            text=True, cwd=ROOT, env={**os.environ, **env})
 
 
-def test_a_trial_across_two_machines_meets_at_the_rendezvous_and_posts_on_the_board(tmp_path):
+def two_machine_trial(tmp_path: Path, workload: str, **env: str) -> tuple[dict, str, int]:
+    """One DDP trial with one rank here and one on a ``compile-tune node``: (result, its output, exit code)."""
     endpoint = free_endpoint()
-    node = start_node(endpoint, tmp_path / "node")
+    node = start_node(endpoint, tmp_path / "node", **env)
     try:
         rank_board(endpoint, 2).wait_for_nodes(120, print)
         cfg = CompileConfig(backend="aot_eager", data_parallel={"wrap": "ddp"})
-        spec = TrialSpec(workload=str(WORKLOADS / "blocks.py"), config=cfg.to_dict(), task="train", threads=1,
+        spec = TrialSpec(workload=str(WORKLOADS / workload), config=cfg.to_dict(), task="train", threads=1,
                          nproc=1, nnodes=2, rdzv_endpoint=endpoint, data_parallel="ddp", measure_seconds=1.0,
                          rounds=2)
-        result = run_isolated(spec, timeout=240, work_dir=tmp_path / "work")
+        result = run_isolated(spec, timeout=240, work_dir=tmp_path / "work", env_extra=env or None)
     finally:
         close_boards()
         out, _ = node.communicate(timeout=60)
+    return result, out, node.returncode
+
+
+def test_a_trial_across_two_machines_meets_at_the_rendezvous_and_posts_on_the_board(tmp_path):
+    result, out, code = two_machine_trial(tmp_path, "blocks.py")
     assert result["status"] == "ok", (result.get("failure"), out[-3000:])
     assert [r["rank"] for r in result["ranks"]] == [0, 1], "one rank here, one posted by the other machine"
     assert all(r["status"] == "ok" and r["step_s"] > 0 for r in result["ranks"])
     assert "parameters identical on every rank" in result["correctness_check"]
-    assert node.returncode == 0, out
+    assert code == 0, out
     assert "joined the tuner's board" in out and "ended (launcher exit code 0)" in out
     assert "the tuner's run ended" in out
     assert not list((tmp_path / "node").glob("trial-*")), "the other machine cleans up its trial files"
+
+
+def test_a_rank_killed_on_either_machine_is_named_and_the_trial_fails(tmp_path):
+    """Rank 1 is killed wherever the rendezvous put it: here, or on the other machine, whose log
+    the tuner reads from the board; the rank that then lost its peer is not blamed."""
+    result, out, code = two_machine_trial(tmp_path, "rank_faults.py", RANK_FAULT="kill")
+    assert result["status"] == "failed", out[-3000:]
+    assert result["failed_rank"] == 1, result["failure"]
+    assert result["failure"]["raw"].startswith("rank 1 was killed by SIGKILL"), result["failure"]
+    assert code == 0 and "the tuner's run ended" in out, out[-3000:]
 
 
 def test_a_run_on_two_machines_ends_with_a_verdict_and_each_machines_rank_in_trials_csv(tmp_path):

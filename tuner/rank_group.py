@@ -47,6 +47,16 @@ def merge(ranks: list[dict[str, Any]], returncode: int | None, log_text: str) ->
         return _slowest(ranks)
     failed = next((i for i, r in enumerate(ranks) if r.get("status") == "failed"), None)
     where = ", ".join(f"rank {i} at stage {r.get('stage', 'startup')}" for i, r in enumerate(ranks))
+    killed = _killed_unrecorded(ranks, log_text)
+    if failed is not None and killed is not None:
+        # a rank killed by a signal (on another machine: its launcher's log came from the board)
+        # is the cause; the rank that recorded a failure lost its peer in a collective
+        dead, code = killed
+        category, name = killed_by(code) or ("crashed", f"signal {-code}")
+        oom = " (likely the out-of-memory killer)" if category == "out_of_memory" else ""
+        fail = failure(category, f"rank {dead} was killed by {name}{oom}; then rank {failed} failed: "
+                                 f"{ranks[failed]['failure'].get('raw', '')[:300]} (ranks: {where})"[:2000]).to_dict()
+        return {**ranks[dead], "status": "failed", "failure": fail, "failed_rank": dead, "ranks": _per_rank(ranks)}
     if failed is not None:
         result = dict(ranks[failed])
         fail = dict(result["failure"])
@@ -95,6 +105,16 @@ def died_first(log_text: str) -> tuple[int | None, int | None]:
     """``(rank, exit code)`` of the rank the launcher saw fail first, from its summary."""
     found = _ROOT_CAUSE.search(log_text)
     return (int(found.group(1)), int(found.group(2))) if found else (None, None)
+
+
+def _killed_unrecorded(ranks: list[dict[str, Any]], log_text: str) -> tuple[int, int] | None:
+    """A rank that a launcher (this machine's or another's) saw killed by a signal before it could
+    record anything."""
+    for found in _ROOT_CAUSE.finditer(log_text):
+        rank, code = int(found.group(1)), int(found.group(2))
+        if code < 0 and rank < len(ranks) and ranks[rank].get("status") != "failed":
+            return rank, code
+    return None
 
 
 def _death(rank: int | None, code: int | None, returncode: int | None, where: str):
