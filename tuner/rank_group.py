@@ -51,12 +51,13 @@ def merge(ranks: list[dict[str, Any]], returncode: int | None, log_text: str) ->
     if failed is not None and killed is not None:
         # a rank killed by a signal (on another machine: its launcher's log came from the board)
         # is the cause; the rank that recorded a failure lost its peer in a collective
-        dead, code = killed
-        category, name = killed_by(code) or ("crashed", f"signal {-code}")
+        victim, signal_code = killed
+        category, name = killed_by(signal_code) or ("crashed", f"signal {-signal_code}")
         oom = " (likely the out-of-memory killer)" if category == "out_of_memory" else ""
-        fail = failure(category, f"rank {dead} was killed by {name}{oom}; then rank {failed} failed: "
+        fail = failure(category, f"rank {victim} was killed by {name}{oom}; then rank {failed} failed: "
                                  f"{ranks[failed]['failure'].get('raw', '')[:300]} (ranks: {where})"[:2000]).to_dict()
-        return {**ranks[dead], "status": "failed", "failure": fail, "failed_rank": dead, "ranks": _per_rank(ranks)}
+        return {**ranks[victim], "status": "failed", "failure": fail, "failed_rank": victim,
+                "ranks": _per_rank(ranks)}
     if failed is not None:
         result = dict(ranks[failed])
         fail = dict(result["failure"])
