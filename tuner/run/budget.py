@@ -28,11 +28,12 @@ from .options import TuneOptions
 
 #: Seconds kept back for writing best_config.yaml, trials.csv and the reports at the end.
 OUTPUT_RESERVE_S = 5.0
-#: Confirmation rounds the search leaves room for: the race's minimum and one more, so a cut search
-#: still gets an interval. A round's estimate comes from the search's trials; on the zoo's BERT
-#: server at --budget 12m (2026-12-02) the first round ran longer than that and only one of two
-#: reserved rounds fit: one round states no interval (tuner/decide/evidence.py).
-CONFIRM_RESERVE_ROUNDS = MIN_ROUNDS + 1
+#: Confirmation rounds the search leaves room for: the race's minimum, so a cut search still gets
+#: an interval. The first of them compiles every finalist cold (a second cold compile beside the
+#: search's: tuner/decide/confirm.py) and is reserved as such; before 2026-12-02 it was counted
+#: warm, and on the zoo's BERT server (--budget 12m and 25m) only one round fit: one round states
+#: no interval (tuner/decide/evidence.py).
+CONFIRM_RESERVE_ROUNDS = MIN_ROUNDS
 #: The warm start bundles the cache the best config's search trial kept and times a warm first
 #: step in one short process (no longer than a confirmation trial: a warm compile, no timing
 #: loop); without a kept cache (a resumed run) it compiles cold once more first: at most about
@@ -93,6 +94,8 @@ class Plan:
     """One trial of a config that compiles (what the warm start runs at most)."""
     confirm_trial_s: float | None = None
     """One confirmation trial (:func:`confirm_trial_wall`)."""
+    confirm_cold_trial_s: float | None = None
+    """One confirmation trial of the first round, which compiles cold (``cold=True``)."""
     confirm_trials: int = 0
     """Trials in a confirmation round (plain compile, the finalists and eager alone twice); 0 when off."""
     eager_alone_s: float | None = None
@@ -112,11 +115,16 @@ class Plan:
         """``confirm``: finalists confirmation will re-measure (0 when it is off)."""
         trials = list(trials)
         every, compiled, confirming = trial_walls(trials)
+        cold = [confirm_trial_wall({**t.user_attrs, "compile_time_warm_s": None}, 1.0) for t in trials
+                if t.user_attrs.get("role") != Role.EAGER
+                and t.user_attrs.get("trial_wall_s") is not None and t.user_attrs.get("duplicate_of") is None
+                and not t.user_attrs.get("interrupted")]
         eager = [float(t.user_attrs["trial_wall_s"]) for t in trials if t.user_attrs.get("role") == Role.EAGER
                  and t.user_attrs.get("trial_wall_s") is not None]
         median = statistics.median
         return cls(trial_s=median(every) if every else None, compiled_trial_s=median(compiled) if compiled else None,
                    confirm_trial_s=median(confirming) if confirming else None,
+                   confirm_cold_trial_s=median(cold) if cold else None,
                    eager_alone_s=CONFIRM_TIMING_SHARE * median(eager) if eager else None,
                    confirm_trials=1 + confirm + EAGER_ALONE if confirm > 0 else 0, warm_start=warm_start)
 
@@ -125,13 +133,15 @@ class Plan:
         """One compiled trial (one trial when no compiled one was measured yet)."""
         return self.compiled_trial_s if self.compiled_trial_s is not None else (self.trial_s or 0.0)
 
-    def confirm_round_s(self, trials: int | None = None, each_s: float | None = None) -> float:
+    def confirm_round_s(self, trials: int | None = None, each_s: float | None = None, cold: bool = False) -> float:
         """One confirmation round of ``trials`` confirmation trials; ``each_s``: what one took in the
-        round before, measured (the estimate from the search's trials until then)."""
+        round before, measured (the estimate from the search's trials until then); ``cold``: the
+        first round, whose compiles are cold."""
         n = self.confirm_trials if trials is None else trials
         if each_s is not None:
             return n * each_s
-        each_s = self.confirm_trial_s if self.confirm_trial_s is not None else self.compiled_s
+        estimate = self.confirm_cold_trial_s if cold else self.confirm_trial_s
+        each_s = estimate if estimate is not None else self.compiled_s
         alone = min(n, EAGER_ALONE)  # eager alone compiles nothing: a share of the eager baseline's trial
         return (n - alone) * each_s + alone * (self.eager_alone_s if self.eager_alone_s is not None else each_s)
 
@@ -150,8 +160,10 @@ class Plan:
     def reserve_s(self) -> float:
         """What must still fit once the search stops: confirmation's minimum rounds, the warm
         start and the outputs."""
-        rounds = CONFIRM_RESERVE_ROUNDS * self.confirm_round_s() if self.confirm_trials else 0.0
-        return rounds + self.warm_start_s + self.output_s
+        if not self.confirm_trials:
+            return self.warm_start_s + self.output_s
+        first = self.confirm_round_s(each_s=None, cold=True)
+        return first + (CONFIRM_RESERVE_ROUNDS - 1) * self.confirm_round_s() + self.warm_start_s + self.output_s
 
     def search_trial_fits(self, left_s: float) -> bool:
         """Whether one more search trial and the reserve fit in ``left_s``."""
