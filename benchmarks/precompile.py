@@ -48,15 +48,22 @@ def _load(workload: str):
     return module
 
 
-def child(mode: str, workload: str, work: Path) -> dict:
-    """One fresh process: build, then time the compile (or load) and the first call."""
+def _build(workload: str):
+    """The workload's model in eval mode and its example inputs as ``(args, kwargs)``."""
     import torch
 
     w = _load(workload)
     torch.manual_seed(0)
     model = w.build_model().eval()
     inputs = w.example_inputs()
-    args, kwargs = (((), dict(inputs)) if isinstance(inputs, dict) else (tuple(inputs), {}))
+    return model, *(((), dict(inputs)) if isinstance(inputs, dict) else (tuple(inputs), {}))
+
+
+def child(mode: str, workload: str, work: Path) -> dict:
+    """One fresh process: build, then time the compile (or load) and the first call."""
+    import torch
+
+    model, args, kwargs = _build(workload)
     with torch.no_grad():
         expected = model(*args, **kwargs)
     with torch.no_grad():
@@ -90,11 +97,7 @@ def prepare(workload: str, work: Path) -> None:
     precompiled function."""
     import torch
 
-    w = _load(workload)
-    torch.manual_seed(0)
-    model = w.build_model().eval()
-    inputs = w.example_inputs()
-    args, kwargs = (((), dict(inputs)) if isinstance(inputs, dict) else (tuple(inputs), {}))
+    model, args, kwargs = _build(workload)
     with torch.no_grad():
         torch.compile(model, fullgraph=True)(*args, **kwargs)
         artifacts = torch.compiler.save_cache_artifacts()

@@ -46,23 +46,25 @@ WARM_START_TRIALS = 1.0
 #: README's warm-start row); on a GPU, tracing is a larger share. 0.35 stays above all of them.
 WARM_COMPILE_SHARE = 0.35
 
-def trial_walls(trials: Iterable[Any]) -> tuple[list[float], list[float], list[float]]:
-    """``(every trial, compiled trials, confirmation trials)``: wall seconds of the trials measured
-    so far (Optuna trials or anything with ``user_attrs``), and what a confirmation trial of each
-    compiled one would take. A trial's time includes its warm-compile process when it had one;
+def trial_walls(trials: Iterable[Any]) -> tuple[list[float], list[float], list[float], list[float]]:
+    """``(every trial, compiled trials, confirmation trials, cold confirmation trials)``: wall
+    seconds of the trials measured so far (Optuna trials or anything with ``user_attrs``), and what
+    a confirmation trial of each compiled one would take, warm and in the first (cold) round.
+    A trial's time includes its warm-compile process when it had one;
     failed and pruned trials count too (they cost time as well). Repeats and interrupted trials
     are left out: they copy or lost another trial's figures."""
     measured = [t.user_attrs for t in trials if t.user_attrs.get("duplicate_of") is None
                 and not t.user_attrs.get("interrupted") and t.user_attrs.get("trial_wall_s") is not None]
     share = warm_share(measured)
-    every, compiled, confirming = [], [], []
+    every, compiled, confirming, cold = [], [], [], []
     for a in measured:
         wall = float(a["trial_wall_s"]) + float(a.get("warm_compile_wall_s") or 0.0)
         every.append(wall)
         if a.get("role") != Role.EAGER:
             compiled.append(wall)
             confirming.append(confirm_trial_wall(a, share))
-    return every, compiled, confirming
+            cold.append(confirm_trial_wall(a, cold=True))
+    return every, compiled, confirming, cold
 
 
 def warm_share(attrs: list[dict]) -> float:
@@ -73,15 +75,16 @@ def warm_share(attrs: list[dict]) -> float:
     return statistics.median(shares) if shares else WARM_COMPILE_SHARE
 
 
-def confirm_trial_wall(attrs: dict, share: float = WARM_COMPILE_SHARE) -> float:
+def confirm_trial_wall(attrs: dict, share: float = WARM_COMPILE_SHARE, cold: bool = False) -> float:
     """A confirmation trial of a measured config: it compiles from the cache its search trial
-    kept (its warm compile, or ``share`` of the cold one where none was measured) and times
-    :data:`CONFIRM_TIMING_SHARE` of the steps; the rest of the trial (start, checks) as before."""
+    kept (its warm compile, or ``share`` of the cold one where none was measured; ``cold``: the
+    first round's, which compiles cold) and times :data:`CONFIRM_TIMING_SHARE` of the steps; the
+    rest of the trial (start, checks) as before."""
     wall = float(attrs["trial_wall_s"])
-    cold = float(attrs.get("compile_time_s") or 0.0)
+    cold_s = float(attrs.get("compile_time_s") or 0.0)
     warm = attrs.get("compile_time_warm_s")
-    warm = float(warm) if warm is not None else share * cold
-    return warm + CONFIRM_TIMING_SHARE * max(0.0, wall - cold)
+    compile_s = cold_s if cold else float(warm) if warm is not None else share * cold_s
+    return compile_s + CONFIRM_TIMING_SHARE * max(0.0, wall - cold_s)
 
 
 @dataclass(frozen=True)
@@ -114,11 +117,7 @@ class Plan:
     def from_trials(cls, trials: Iterable[Any], confirm: int = 0, warm_start: bool = False) -> Plan:
         """``confirm``: finalists confirmation will re-measure (0 when it is off)."""
         trials = list(trials)
-        every, compiled, confirming = trial_walls(trials)
-        cold = [confirm_trial_wall({**t.user_attrs, "compile_time_warm_s": None}, 1.0) for t in trials
-                if t.user_attrs.get("role") != Role.EAGER
-                and t.user_attrs.get("trial_wall_s") is not None and t.user_attrs.get("duplicate_of") is None
-                and not t.user_attrs.get("interrupted")]
+        every, compiled, confirming, cold = trial_walls(trials)
         eager = [float(t.user_attrs["trial_wall_s"]) for t in trials if t.user_attrs.get("role") == Role.EAGER
                  and t.user_attrs.get("trial_wall_s") is not None]
         median = statistics.median
