@@ -77,6 +77,20 @@ def test_the_plan_takes_medians_and_leaves_out_repeats_and_interrupted_trials():
     assert plan.confirm_round_s() == pytest.approx(3 * plan.confirm_trial_s + EAGER_ALONE * plan.eager_alone_s)
 
 
+def test_only_the_timing_of_a_search_trial_shrinks_in_its_confirmation_estimate():
+    # Seen on the zoo's T5-small (--budget 6m, 2026-12-02): a process's start, build and warm-up
+    # do not shrink with the timing, and scaling the whole rest left room for one round, not two.
+    # 10 s besides the compile, 5 s of it timed steps (20 of the config's 0.1 s and eager's 0.15 s)
+    searched = {"trial_wall_s": 40.0, "compile_time_s": 30.0, "compile_time_warm_s": 3.0, "timed_steps": 20,
+                "step_s": 0.1, "eager_step_s": 0.15}
+    assert budget.confirm_trial_wall(searched) == pytest.approx(3.0 + 5.0 + CONFIRM_TIMING_SHARE * 5.0)
+    assert budget.confirm_trial_wall(searched, cold=True) == pytest.approx(30.0 + 5.0 + CONFIRM_TIMING_SHARE * 5.0)
+    # eager alone: its own steps only, nothing beside them
+    eager = {"trial_wall_s": 7.5, "role": "eager", "timed_steps": 25, "step_s": 0.1, "eager_step_s": 0.1}
+    assert budget.confirm_trial_wall(eager) == pytest.approx(5.0 + CONFIRM_TIMING_SHARE * 2.5)
+    assert budget.timed_s({**searched, "timing": "alone"}) == pytest.approx(2.0)
+
+
 def test_a_confirmation_trial_is_a_warm_compile_and_a_share_of_the_search_trials_timing():
     # 30 s of compile, 10 s of the rest: from the kept cache, a warm compile and a share of the rest
     assert budget.confirm_trial_wall({"trial_wall_s": 40.0, "compile_time_s": 30.0, "compile_time_warm_s": 3.0}) \
@@ -323,3 +337,22 @@ def test_a_measured_warm_compile_sets_the_share_for_the_configs_without_one():
     rest = CONFIRM_TIMING_SHARE * 10.0
     assert plan.confirm_trial_s == pytest.approx(((3.0 + rest) + (0.1 * 10.0 + rest)) / 2)
     assert budget.warm_share([t.user_attrs for t in trials[1:]]) == budget.WARM_COMPILE_SHARE
+
+
+def test_the_round_after_the_cold_one_is_sized_warm():
+    # The first round compiles every finalist cold; the next compiles from the kept caches, so the
+    # cold round's time, taken as it is, would size the second round as cold too (seen on the zoo's
+    # GPT-2 training at --budget 8m: one round, no interval).
+    plan = Plan(trial_s=30.0, compiled_trial_s=40.0, confirm_trial_s=8.0, confirm_cold_trial_s=35.0,
+                confirm_trials=2 + EAGER_ALONE)
+    n = plan.confirm_trials  # plain, a finalist, eager three times
+    assert plan.warm_after_cold(25.0, n) == pytest.approx((25.0 * n - 2 * (35.0 - 8.0)) / n)
+    now = [0.0]
+    clock = RunClock(220.0, now=lambda: now[0])
+    clock.plan = lambda: plan
+    assert clock.round_fits(n, None)
+    now[0] += 25.0 * n  # the cold round: 125 s; 95 s left
+    assert not plan.confirm_round_fits(95.0, n, each_s=25.0)  # sized as the cold round: 130 s
+    assert clock.round_fits(n, n)  # sized warm: 71 s and the outputs
+    now[0] += plan.warm_after_cold(25.0, n) * n  # the second round as estimated; 24 s left
+    assert not clock.round_fits(n, n)  # from now on sized as measured

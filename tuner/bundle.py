@@ -11,7 +11,9 @@ tuner/runtime/warmstart.py), which proves the bundle works before anyone relies 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import shutil
+import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -19,6 +21,7 @@ from typing import Any
 from .core.spec import TrialSpec
 from .export.best_config import load_tuned_config, save_tuned_config
 from .isolated import run_isolated
+from .runtime import precompiled
 from .runtime.warmstart import CACHE_DIRNAME, DIGEST_KEY, INDUCTOR_DIR, MEGA_CACHE, bundle_digest
 
 _LOCKS = shutil.ignore_patterns("*.lock", "locks")
@@ -34,34 +37,23 @@ def bundle_and_measure(settings, config_path: Path, work_dir: Path, kept_cache: 
     shutil.rmtree(bundle, ignore_errors=True)
     bundle.mkdir(parents=True)
     base = dict(workload=str(Path(settings.workload).resolve()), task=settings.task, device=settings.device,
-                threads=settings.threads, heap=settings.heap, mode="startup")
-    searched = _searched_cold_start(tuned.measured)
-    cold: dict[str, Any]
-    if kept_cache is not None and kept_cache.is_dir() and searched is not None:
-        cold = {"first_step_s": searched}
-        shutil.copytree(kept_cache, bundle / INDUCTOR_DIR, ignore=_LOCKS)
-    else:
-        cold = run_isolated(
-            TrialSpec(**base, config=tuned.config.to_dict(), save_artifacts_to=str(bundle / MEGA_CACHE)),
-            timeout=timeout, work_dir=work_dir, keep_cache=True,
-        )
-        if cold.get("status") != "ok":
-            shutil.rmtree(bundle, ignore_errors=True)
-            return {"warm_start_error": (cold.get("failure") or {}).get("raw", "cold start failed")[:300]}
-        cache = Path(cold.pop("cache_dir"))
-        shutil.copytree(cache, bundle / INDUCTOR_DIR, ignore=_LOCKS)
-        shutil.rmtree(cache, ignore_errors=True)
+                threads=settings.threads, heap=settings.heap)
+    run = functools.partial(run_isolated, timeout=timeout, work_dir=work_dir)
+    cold = _fill(bundle, tuned, base, kept_cache, run)
+    if "warm_start_error" in cold:
+        shutil.rmtree(bundle, ignore_errors=True)
+        return cold
+    saved = _precompile(bundle, tuned, base, run)
     # The warm start below loads the bundle as a user would, which needs its hash in the YAML.
     digest = bundle_digest(bundle)
-    save_tuned_config(dataclasses.replace(tuned, measured={**tuned.measured, DIGEST_KEY: digest}), config_path)
-    warm = run_isolated(TrialSpec(**base, config={}, config_path=str(config_path)),
-                        timeout=timeout, work_dir=work_dir)
+    measured = {**tuned.measured, DIGEST_KEY: digest, **saved}
+    warm = _start(config_path, tuned, measured, base, run, with_="bundle")
     if warm.get("status") != "ok" or warm.get("cache_refused"):
         why = warm.get("cache_refused") or (warm.get("failure") or {}).get("raw", "warm start failed")
         return {"cold_start_s": cold["first_step_s"], DIGEST_KEY: digest, "warm_start_error": why[:300]}
     size = sum(f.stat().st_size for f in bundle.rglob("*") if f.is_file())
     counters = warm.get("cache_counters") or {}
-    return {
+    found = {
         "warm_start_cache": counters,
         "warm_start_missed": _missed(counters),
         "cold_start_s": round(cold["first_step_s"], 3),
@@ -69,7 +61,81 @@ def bundle_and_measure(settings, config_path: Path, work_dir: Path, kept_cache: 
         "warm_start_speedup": round(cold["first_step_s"] / warm["first_step_s"], 2) if warm["first_step_s"] else None,
         "compile_cache_mb": round(size / 2**20, 2),
         DIGEST_KEY: digest,
+        **saved,
     }
+    if precompiled.MODULE_KEY in saved:
+        found.update(_choose(found, _start(config_path, tuned, measured, base, run, with_="precompiled"),
+                             int(tuned.tuned_on.get("steps") or settings.steps)))
+    save_tuned_config(dataclasses.replace(tuned, measured={**tuned.measured, **found}), config_path)
+    return found
+
+
+def _fill(bundle: Path, tuned, base: dict, kept_cache: Path | None, run) -> dict[str, Any]:
+    """The bundle's caches: the search trial's kept cache, or a cold compile in a fresh process
+    that saves them; the cold start's first step, or ``warm_start_error``."""
+    searched = _searched_cold_start(tuned.measured)
+    if kept_cache is not None and kept_cache.is_dir() and searched is not None:
+        shutil.copytree(kept_cache, bundle / INDUCTOR_DIR, ignore=_LOCKS)
+        return {"first_step_s": searched}
+    cold = run(TrialSpec(**base, mode="startup", config=tuned.config.to_dict(),
+                         save_artifacts_to=str(bundle / MEGA_CACHE)), keep_cache=True)
+    if cold.get("status") != "ok":
+        return {"warm_start_error": (cold.get("failure") or {}).get("raw", "cold start failed")[:300]}
+    cache = Path(cold.pop("cache_dir"))
+    shutil.copytree(cache, bundle / INDUCTOR_DIR, ignore=_LOCKS)
+    shutil.rmtree(cache, ignore_errors=True)
+    return cold
+
+
+def _precompile(bundle: Path, tuned, base: dict, run) -> dict[str, Any]:
+    """Save the precompiled forward into the bundle where the config allows one
+    (tuner/runtime/precompiled.py), compiled from the bundle's own cache; what it recorded, or
+    ``precompile_skipped`` with the reason."""
+    why = precompiled.not_precompilable(tuned.config, base["task"], tuned.measured.get("graph_breaks"))
+    if why:
+        return {"precompile_skipped": why}
+    cache = Path(tempfile.mkdtemp(prefix="precompile-cache-", dir=bundle.parent))
+    try:
+        shutil.copytree(bundle / INDUCTOR_DIR, cache, dirs_exist_ok=True)
+        got = run(TrialSpec(**base, mode="precompile", config=tuned.config.to_dict(),
+                            package_path=str(bundle / precompiled.PRECOMPILED)), cache_dir=cache)
+        if got.get("status") != "ok":
+            (bundle / precompiled.PRECOMPILED).unlink(missing_ok=True)
+            raw = (got.get("failure") or {}).get("raw", "failed")
+            return {"precompile_skipped": f"saving it failed: {raw.splitlines()[0][:200] if raw else 'failed'}"}
+        # what the save added to the cache (its AOTAutograd and FX entries) travels with the bundle
+        shutil.copytree(cache, bundle / INDUCTOR_DIR, dirs_exist_ok=True, ignore=_LOCKS)
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)
+    return {precompiled.MODULE_KEY: got["precompiled_module"], "guard_check_us": got["guard_check_us"]}
+
+
+def _start(config_path: Path, tuned, measured: dict, base: dict, run, with_: str) -> dict[str, Any]:
+    """A fresh process's first step with the config applied from ``config_path`` as a user applies
+    it, warm from the bundle alone or from the precompiled forward (``with_``)."""
+    measured = {**measured, precompiled.CHOICE_KEY: with_}
+    save_tuned_config(dataclasses.replace(tuned, measured=measured), config_path)
+    return run(TrialSpec(**base, mode="startup", config={}, config_path=str(config_path)))
+
+
+def _choose(found: Mapping[str, Any], started: Mapping[str, Any], steps: int) -> dict[str, Any]:
+    """The precompiled start against the bundle's: kept when it worked, matched eager, and its first
+    step saves more than its guard check costs over the run's steps.
+
+    The guard check (Python-side, every call) is counted in full against it, though
+    ``torch.compile``'s own guards cost something too: a precompiled start is chosen only where it
+    pays even so. One process each: the choice is between two working warm starts, so a wrong pick
+    costs at most their difference."""
+    if started.get("status") != "ok" or not started.get("precompiled_used"):
+        why = started.get("precompiled_refused") or (started.get("failure") or {}).get("raw") or "not used"
+        return {precompiled.CHOICE_KEY: "bundle", "precompiled_error": str(why)[:300]}
+    if started.get("precompiled_mismatch"):
+        return {precompiled.CHOICE_KEY: "bundle", "precompiled_error": f"differs from eager: "
+                                                                        f"{started['precompiled_mismatch']}"[:300]}
+    first = float(started["first_step_s"])
+    saving = float(found["warm_start_s"]) - first - steps * float(found["guard_check_us"]) / 1e6
+    return {"precompiled_start_s": round(first, 3), "precompiled_saving_s": round(saving, 3),
+            precompiled.CHOICE_KEY: "precompiled" if saving > 0 else "bundle"}
 
 
 def _missed(counters: Mapping[str, int]) -> str | None:

@@ -19,6 +19,7 @@ from ..system.launch import die_with_parent
 from .aot_package import build_package, check_package
 from .check import run_check
 from .devices import environment, limit_memory
+from .precompile_save import save_precompiled
 from .startup import measure_start
 from .threads import measure_threads
 from .trial import Recorder, run_trial
@@ -65,6 +66,8 @@ def _run_mode(spec: TrialSpec, rec: Recorder) -> None:
         measure_threads(spec, rec)
     elif spec.mode == "startup":
         measure_start(spec, rec)
+    elif spec.mode == "precompile":
+        save_precompiled(spec, rec)
     elif spec.mode == "package":
         build_package(spec, rec)
     elif spec.mode == "package_check":

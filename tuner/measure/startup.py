@@ -9,7 +9,10 @@ from pathlib import Path
 
 from ..core.config import CompileConfig
 from ..export.best_config import load_tuned_config
+from ..runtime import precompiled
 from ..runtime.apply import apply_config
+from ..workload import call_model
+from .correctness import compare
 from .devices import sync
 from .setup import prepare
 from .steps import Step
@@ -26,6 +29,16 @@ def cache_counters() -> dict[str, int]:
     return {k: int(v) for k, v in found.items()}
 
 
+def _precompiled_use(model, caught, expected, out, tolerance: float | None) -> dict:
+    """Whether the first step ran the precompiled forward, and whether it matched eager."""
+    forward = vars(model).get("forward")
+    if isinstance(forward, precompiled.PrecompiledForward) and forward.fell_back is None:
+        return {"precompiled_used": True,
+                "precompiled_mismatch": compare(expected, out, tol=tolerance if tolerance is not None else 1e-3)}
+    refused = [str(w.message) for w in caught if "precompiled" in str(w.message)]
+    return {"precompiled_used": False, "precompiled_refused": refused[0] if refused else "not installed"}
+
+
 def measure_start(spec, rec) -> None:
     """First step of the applied config in this fresh process (``mode="startup"``).
 
@@ -37,19 +50,26 @@ def measure_start(spec, rec) -> None:
 
     ready = prepare(spec, schedule=False)
     workload, model, inputs = ready.workload, ready.model, ready.inputs
-    config = load_tuned_config(spec.config_path).config if spec.config_path else CompileConfig.from_dict(spec.config)
+    tuned = load_tuned_config(spec.config_path) if spec.config_path else None
+    config = tuned.config if tuned else CompileConfig.from_dict(spec.config)
+    expected = None
+    if tuned and tuned.measured.get(precompiled.CHOICE_KEY) == "precompiled":
+        with torch.no_grad():  # the precompiled forward is checked against eager: it is new code
+            expected = call_model(model, inputs)
     sync(spec.device)
     start = time.perf_counter()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         apply_config(model, spec.config_path or config)
+        loaded = time.perf_counter() - start
+        stepper = Step(model, spec.task, workload)
+        stepper.adopt(config)
+        out = stepper(inputs)  # a precompiled forward that falls back to torch.compile warns here
+        sync(spec.device)
+        first = time.perf_counter() - start
     refused = [str(w.message) for w in caught if "not loading the saved compile cache" in str(w.message)]
-    loaded = time.perf_counter() - start
-    stepper = Step(model, spec.task, workload)
-    stepper.adopt(config)
-    stepper(inputs)
-    sync(spec.device)
-    first = time.perf_counter() - start
+    if expected is not None:
+        rec.update(**_precompiled_use(model, caught, expected, out, spec.tolerance))
     rec.update(first_step_s=first, cache_load_s=loaded, cache_refused=refused[0] if refused else None,
                cache_counters=cache_counters())
     if spec.save_artifacts_to and hasattr(torch.compiler, "save_cache_artifacts"):

@@ -166,6 +166,18 @@ def _ms(value_ms: Any) -> str:
     return millis(None if missing(value_ms) else float(value_ms) / 1e3)
 
 
+def _precompiled_facts(m: dict) -> list[tuple[str, str, str]]:
+    """torch's precompiled forward against the bundle (tuner/runtime/precompiled.py), where tried."""
+    if number(m.get("precompiled_start_s")):
+        used = m.get("warm_start_with") == "precompiled"
+        return [("precompiled start", f"{seconds(m['precompiled_start_s'])} first step",
+                 f"{'USED by apply_config' if used else 'not used'}: torch's AOT precompile of the forward (no trace); "
+                 f"{seconds(m.get('precompiled_saving_s'))} saved over the run's steps against the bundle alone, "
+                 f"its guard check ({m.get('guard_check_us')} us a call) counted")]
+    why = m.get("precompiled_error") or m.get("precompile_skipped")
+    return [("precompiled start", "not used", text(why)[:160])] if why else []
+
+
 def extra_facts(m: dict, thread_check: dict | None) -> list[tuple[str, str, str]]:
     """Confirmation, start-up, regional-compile and thread-check figures, where measured."""
     facts = []
@@ -179,6 +191,7 @@ def extra_facts(m: dict, thread_check: dict | None) -> list[tuple[str, str, str]
         facts.append(("first step at start-up", f"{seconds(m['warm_start_s'])} warm",
                       f"{seconds(m['cold_start_s'])} cold; compile cache saved beside best_config.yaml "
                       f"({megabytes(m.get('compile_cache_mb'))}){hits}{missed}"))
+        facts += _precompiled_facts(m)
     elif m.get("warm_start_error"):
         facts.append(("warm start", "not available", text(m["warm_start_error"])[:160]))
     packaged = m.get("package")

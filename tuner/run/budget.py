@@ -84,7 +84,17 @@ def confirm_trial_wall(attrs: dict, share: float = WARM_COMPILE_SHARE, cold: boo
     cold_s = float(attrs.get("compile_time_s") or 0.0)
     warm = attrs.get("compile_time_warm_s")
     compile_s = cold_s if cold else float(warm) if warm is not None else share * cold_s
-    return compile_s + CONFIRM_TIMING_SHARE * max(0.0, wall - cold_s)
+    rest = max(0.0, wall - cold_s)
+    timed = min(rest, timed_s(attrs)) if attrs.get("timed_steps") else rest
+    # only the timing shrinks: the process's start, the model's build and the warm-up do not
+    return compile_s + (rest - timed) + CONFIRM_TIMING_SHARE * timed
+
+
+def timed_s(attrs: dict) -> float:
+    """Seconds a search trial spent in its timed steps: the config's, and eager's beside them."""
+    steps = float(attrs.get("timed_steps") or 0)
+    beside = attrs.get("timing", "beside") == "beside" and attrs.get("role") != Role.EAGER
+    return steps * (float(attrs.get("step_s") or 0.0) + (float(attrs.get("eager_step_s") or 0.0) if beside else 0.0))
 
 
 @dataclass(frozen=True)
@@ -102,7 +112,8 @@ class Plan:
     confirm_trials: int = 0
     """Trials in a confirmation round (plain compile, the finalists and eager alone twice); 0 when off."""
     eager_alone_s: float | None = None
-    """One eager-alone process of confirmation: :data:`CONFIRM_TIMING_SHARE` of the eager baseline's trial."""
+    """One eager-alone process of confirmation: the eager baseline's trial with
+    :data:`CONFIRM_TIMING_SHARE` of its timing (:func:`confirm_trial_wall`)."""
     warm_start: bool = False
     output_s: float = OUTPUT_RESERVE_S
 
@@ -118,13 +129,13 @@ class Plan:
         """``confirm``: finalists confirmation will re-measure (0 when it is off)."""
         trials = list(trials)
         every, compiled, confirming, cold = trial_walls(trials)
-        eager = [float(t.user_attrs["trial_wall_s"]) for t in trials if t.user_attrs.get("role") == Role.EAGER
+        eager = [confirm_trial_wall(t.user_attrs) for t in trials if t.user_attrs.get("role") == Role.EAGER
                  and t.user_attrs.get("trial_wall_s") is not None]
         median = statistics.median
         return cls(trial_s=median(every) if every else None, compiled_trial_s=median(compiled) if compiled else None,
                    confirm_trial_s=median(confirming) if confirming else None,
                    confirm_cold_trial_s=median(cold) if cold else None,
-                   eager_alone_s=CONFIRM_TIMING_SHARE * median(eager) if eager else None,
+                   eager_alone_s=median(eager) if eager else None,
                    confirm_trials=1 + confirm + EAGER_ALONE if confirm > 0 else 0, warm_start=warm_start)
 
     @property
@@ -168,6 +179,18 @@ class Plan:
         """Whether one more search trial and the reserve fit in ``left_s``."""
         return (self.trial_s or 0.0) + self.reserve_s <= left_s
 
+    def warm_after_cold(self, each_s: float, trials: int) -> float:
+        """A confirmation trial of a later round, from ``each_s`` measured in the first, whose
+        ``trials`` processes compiled cold: the estimated cold compiles taken out, warm ones put
+        back. Seen on the zoo's GPT-2 training (--budget 8m, 2026-12-02): sized as the cold round
+        (2 min 4 s), the second round did not fit in the 2 min 12 s left, and one round states no
+        interval."""
+        if self.confirm_cold_trial_s is None or self.confirm_trial_s is None or not trials:
+            return each_s
+        compiled = max(0, trials - min(trials, EAGER_ALONE))
+        saved = compiled * max(0.0, self.confirm_cold_trial_s - self.confirm_trial_s)
+        return max(each_s * trials - saved, 0.0) / trials or each_s
+
     def confirm_round_fits(self, left_s: float, trials: int, each_s: float | None = None) -> bool:
         """Whether one more confirmation round fits beside the warm start and the outputs."""
         return self.confirm_round_s(trials, each_s) + self.warm_start_s + self.output_s <= left_s
@@ -201,6 +224,8 @@ class RunClock:
     """What was cut and skipped when the outputs were last written."""
     round_began: float | None = field(default=None, init=False, repr=False)
     """When the confirmation round now running began (:meth:`round_fits`)."""
+    rounds_timed: int = field(default=0, init=False, repr=False)
+    """Confirmation rounds measured by :meth:`round_fits` so far (the first compiled cold)."""
     plan: Callable[[], Plan] = field(default=lambda: Plan(None, None), init=False, repr=False)
     """The current :class:`Plan` (the run sets it: it reads the study's trials each time)."""
 
@@ -250,9 +275,14 @@ class RunClock:
         trials of the round just run (None before the first); the time since the last call, over
         them, is what one confirmation trial takes, measured."""
         now = self.now()
+        plan = self.plan()
         each_s = (now - self.round_began) / ran if ran and self.round_began is not None else None
+        if each_s is not None:
+            self.rounds_timed += 1
+            if self.rounds_timed == 1:
+                each_s = plan.warm_after_cold(each_s, ran or 0)
         self.round_began = now
-        return self.plan().confirm_round_fits(self.left(), trials, each_s)
+        return plan.confirm_round_fits(self.left(), trials, each_s)
 
     def fits(self, phase: str, seconds: float, log: Callable[[str], None]) -> bool:
         """Whether an optional phase of about ``seconds`` fits, the outputs still to write; if not,

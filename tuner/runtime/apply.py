@@ -17,6 +17,7 @@ from ..core.targets import target_modules
 from ..export.best_config import load_tuned_config
 from ..system.heap import PINNED_NOTE
 from ..system.heap import pin_heap as pin_glibc_heap
+from . import precompiled
 from .apply_precision import INNER as PRECISION_INNER
 from .apply_precision import MARK as PRECISION_MARK
 from .apply_precision import autocast_forward, set_matmul_precision
@@ -24,7 +25,7 @@ from .dynamo import resolved, scoped
 from .marks import marked
 from .parallel_wrap import is_wrapped
 from .parallel_wrap import wrap as data_parallel_wrap
-from .warmstart import load_warm_start
+from .warmstart import CACHE_DIRNAME, load_warm_start
 
 
 def apply_config(model, config: CompileConfig | str | Path | Mapping[str, Any], *, warm_start: bool = True,
@@ -55,9 +56,10 @@ def apply_config(model, config: CompileConfig | str | Path | Mapping[str, Any], 
         _refuse_wrapped(model)
     if not cfg.compiles:
         return data_parallel_wrap(model, cfg.data_parallel) if cfg.data_parallel else model
-    if warm_start and tuned is not None:
-        assert isinstance(config, (str, Path))  # what tuned was read from
-        load_warm_start(Path(config), dict(tuned.tuned_on), dict(tuned.measured))
+    if warm_start and tuned is not None and isinstance(config, (str, Path)):
+        warm = load_warm_start(Path(config), dict(tuned.tuned_on), dict(tuned.measured))
+        if warm and _precompiled(model, Path(config), tuned, cfg):  # verified bundle, no trace needed
+            return model
     regions = target_modules(model, cfg.target)
     if not regions:
         hint = (
@@ -80,6 +82,18 @@ def apply_config(model, config: CompileConfig | str | Path | Mapping[str, Any], 
         set_matmul_precision(cfg.precision)
     # compiled first, then wrapped, as torchtitan orders it (tuner/core/data_parallel.py)
     return data_parallel_wrap(model, cfg.data_parallel) if cfg.data_parallel else model
+
+
+def _precompiled(model, config_path: Path, tuned: TunedConfig, cfg: CompileConfig) -> bool:
+    """Start from the precompiled forward saved in the verified bundle, where the bundle step
+    timed it faster than the bundle alone (``measured.warm_start_with``: tuner/runtime/precompiled.py)."""
+    if tuned.measured.get(precompiled.CHOICE_KEY) != "precompiled":
+        return False
+    if precompiled.not_precompilable(cfg, str(tuned.tuned_on.get("task", "infer")), tuned.measured.get("graph_breaks")):
+        return False
+    kwargs = cfg.compile_kwargs()
+    return precompiled.install(model, config_path.parent / CACHE_DIRNAME, tuned.measured, cfg,
+                               fallback=lambda: compile_in_place(model, kwargs))
 
 
 def _refuse_wrapped(model) -> None:

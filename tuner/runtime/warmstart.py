@@ -52,7 +52,8 @@ def bundle_cache_dir(digest: str) -> Path:
 
 
 def load_warm_start(config_path: Path, tuned_on: dict, measured: dict) -> bool:
-    """Load the bundle beside ``config_path`` into this process; True if loaded.
+    """Load the bundle beside ``config_path`` into this process; True if it is loaded (now or by
+    an earlier call) and verified.
 
     Refused, with a warning naming the reason, when the bundle was made by another torch or on
     another device type, when ``best_config.yaml`` records no hash for it, or when its files do
@@ -61,8 +62,10 @@ def load_warm_start(config_path: Path, tuned_on: dict, measured: dict) -> bool:
     import torch
 
     bundle = Path(config_path).parent / CACHE_DIRNAME
-    if not bundle.is_dir() or str(bundle.resolve()) in _loaded:
+    if not bundle.is_dir():
         return False
+    if str(bundle.resolve()) in _loaded:
+        return True
     tuned_torch, tuned_device = tuned_on.get("torch"), str(tuned_on.get("device", ""))
     here_device = "cuda" if torch.cuda.is_available() else "cpu"
     if tuned_torch != torch.__version__ or tuned_device.split(":")[0] != here_device:

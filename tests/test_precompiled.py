@@ -1,0 +1,98 @@
+"""torch's ahead-of-time precompiled forward as a warm start: saved into the bundle, timed against
+the bundle alone, loaded by apply_config in a user's process, and left for torch.compile when the
+inputs fall outside it."""
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+from conftest import ROOT
+
+from tuner.bundle import bundle_and_measure
+from tuner.core.config import CompileConfig, TunedConfig
+from tuner.export.best_config import load_tuned_config, save_tuned_config
+from tuner.runtime import precompiled
+from tuner.runtime.warmstart import CACHE_DIRNAME, DIGEST_KEY, bundle_digest
+from tuner.study import StudySettings
+
+needs_precompile = pytest.mark.skipif(not hasattr(torch.compiler, "load_compiled_function"),
+                                      reason=f"torch {torch.__version__} has no load_compiled_function")
+
+
+@pytest.mark.parametrize("config, task, why", [
+    (CompileConfig(fullgraph=True), "train", "training"),
+    (CompileConfig(target="blocks", fullgraph=True), "infer", "target 'blocks'"),
+    (CompileConfig(), "infer", "graph breaks"),
+    (CompileConfig(backend="aot_eager", fullgraph=True), "infer", "backend aot_eager"),
+    (CompileConfig(fullgraph=True, dynamo={"cache_size_limit": 4}), "infer", "dynamo settings"),
+])
+@needs_precompile
+def test_what_cannot_start_precompiled_says_why(config, task, why):
+    assert why in precompiled.not_precompilable(config, task)
+    assert precompiled.not_precompilable(CompileConfig(fullgraph=True), "infer") is None
+    assert precompiled.not_precompilable(CompileConfig(), "infer", graph_breaks=0) is None  # one graph seen
+
+
+USER = """
+import json, sys, torch, tuner
+from tuner.runtime.precompiled import PrecompiledForward
+from tuner.workload import load_workload
+torch.set_num_threads(1)  # as tuned: the precompiled guards hold the thread count
+w = load_workload(sys.argv[1])  # imported under another module name than when it was saved
+model, inputs = w.make_model().eval(), w.make_inputs()
+with torch.no_grad():
+    eager = model(**inputs)
+    model = tuner.apply_config(model, sys.argv[2])
+    found = {"precompiled": isinstance(vars(model).get("forward"), PrecompiledForward)}
+    out = model(**inputs)
+    found["same"] = torch.allclose(out.logits, eager.logits, atol=1e-5)
+    found["after_first"] = isinstance(vars(model).get("forward"), PrecompiledForward)
+    other = dict(inputs, x=torch.randn(7, 8))
+    got = model(**other)
+    found["other_same"] = torch.allclose(got.logits, w.make_model().eval()(**other).logits, atol=1e-5)
+    found["still_precompiled"] = isinstance(vars(model).get("forward"), PrecompiledForward)
+print(json.dumps(found))
+"""
+
+
+@needs_precompile
+def test_a_precompiled_forward_is_saved_timed_and_loaded_and_new_shapes_fall_back(workloads, tmp_path):
+    workload = workloads / "kwargs_dict_output.py"
+    config_path = save_tuned_config(
+        TunedConfig(CompileConfig(backend="inductor", fullgraph=True), verdict="compile",
+                    tuned_on={"torch": torch.__version__, "device": "cpu", "task": "infer", "steps": 1000}),
+        tmp_path / "best_config.yaml")
+    settings = StudySettings(workload=str(workload), task="infer", device="cpu", threads=1, steps=1000,
+                             trials=1, trial_timeout=300)
+    started = bundle_and_measure(settings, config_path, tmp_path / "work")
+    assert "warm_start_error" not in started and "precompiled_error" not in started, started
+    assert (tmp_path / CACHE_DIRNAME / precompiled.PRECOMPILED).stat().st_size > 0
+    assert started["guard_check_us"] > 0 and started["precompiled_start_s"] > 0, started
+    assert started[precompiled.CHOICE_KEY] in ("precompiled", "bundle")
+    # the choice is the figures' own: the start it saves, less the guard checks of the run's steps
+    saving = started["warm_start_s"] - started["precompiled_start_s"] - 1000 * started["guard_check_us"] / 1e6
+    assert started["precompiled_saving_s"] == pytest.approx(saving, abs=2e-3)
+    assert (started[precompiled.CHOICE_KEY] == "precompiled") == (saving > 0)
+    tuned = load_tuned_config(config_path)
+    assert tuned.measured[DIGEST_KEY] == bundle_digest(tmp_path / CACHE_DIRNAME), "the hash covers the forward"
+
+    # A user's process applies it as saved, whichever start was faster here
+    save_tuned_config(TunedConfig(tuned.config, verdict="compile", tuned_on=tuned.tuned_on,
+                                  measured={**tuned.measured, precompiled.CHOICE_KEY: "precompiled"}), config_path)
+    run = subprocess.run([sys.executable, "-c", USER, str(workload), str(config_path)], capture_output=True,
+                         text=True, timeout=300, cwd=ROOT)
+    assert run.returncode == 0, run.stderr[-3000:]
+    found = json.loads(run.stdout.strip().splitlines()[-1])
+    assert found["precompiled"] and found["same"] and found["after_first"], found
+    # a batch of 7 fails the guards of a forward compiled at 4: said once, then torch.compile answers
+    assert found["other_same"] and not found["still_precompiled"], found
+    warned = [line for line in run.stderr.splitlines() if "the precompiled forward is left" in line]
+    assert len(warned) == 1 and "outside what it was precompiled for" in warned[0], run.stderr[-2000:]
+    assert "size mismatch at index 0. expected 4, actual 7" in warned[0], warned  # the failed guard, named
+
+
+def test_a_guard_failure_is_named_in_one_line():
+    message = ("GuardManager check failed, reason: GuardDebugInfo(\nresult=0,\n"
+               "verbose_code_parts=['GLOBAL_STATE changed: num_threads '],\nnum_guards_executed=2,\nuser_stack=None)\n")
+    assert precompiled.guard_failure(message) == "GLOBAL_STATE changed: num_threads"
