@@ -169,11 +169,11 @@ def table(names: list[str], repeat: int = REPEAT) -> str:
     for r in rows:
         m, rm, ph = r["m"], r["rm"], r["phases"]
         rng = m.get("speedup_interval") or [None, None]
-        confirmed = f"{_x(m.get('speedup_vs_eager'))} ({_x(rng[0])}-{_x(rng[1])})" if m.get("speedup_vs_eager") else (
-            f"best compiled {m.get('best_compiled') or '-'}: {_x(m.get('best_compiled_speedup'))} "
-            f"({_x(rng[0])}-{_x(rng[1])})")
+        within = f"({_x(rng[0])}-{_x(rng[1])})" if None not in rng else "(no interval)"
+        confirmed = f"{_x(m.get('speedup_vs_eager'))} {within}" if m.get("speedup_vs_eager") else (
+            f"best compiled {m.get('best_compiled') or '-'}: {_x(m.get('best_compiled_speedup'))} {within}")
         if m.get("confirm_rounds"):
-            confirmed += f", {m['confirm_rounds']} rounds"
+            confirmed += f", {m['confirm_rounds']} round{'s' if m['confirm_rounds'] != 1 else ''}"
         theirs = rm.get("speedup_interval") or [None, None]
         re_ = f"{_x(rm.get('remeasured_speedup'))} ({_x(theirs[0])}-{_x(theirs[1])})" if rm else "-"
         phase_text = ", ".join(f"{k} {v:.0f} s" for k, v in ph.items() if k not in ("total",) and v >= 1)

@@ -96,3 +96,20 @@ def test_a_guard_failure_is_named_in_one_line():
     message = ("GuardManager check failed, reason: GuardDebugInfo(\nresult=0,\n"
                "verbose_code_parts=['GLOBAL_STATE changed: num_threads '],\nnum_guards_executed=2,\nuser_stack=None)\n")
     assert precompiled.guard_failure(message) == "GLOBAL_STATE changed: num_threads"
+
+
+@needs_precompile
+def test_a_workload_whose_schedule_leaves_the_guards_keeps_the_bundle(workloads, tmp_path):
+    # fusable_schedule.py serves 160 to 256 rows; a forward precompiled at its example's 256 holds
+    # 2 of the schedule's 6 requests
+    config_path = save_tuned_config(
+        TunedConfig(CompileConfig(backend="inductor", fullgraph=True), verdict="compile",
+                    tuned_on={"torch": torch.__version__, "device": "cpu", "task": "infer", "steps": 1000}),
+        tmp_path / "best_config.yaml")
+    settings = StudySettings(workload=str(workloads / "fusable_schedule.py"), task="infer", device="cpu", threads=1,
+                             steps=1000, trials=1, trial_timeout=300)
+    started = bundle_and_measure(settings, config_path, tmp_path / "work")
+    assert started["schedule_guard_misses"] == 4 and started["schedule_inputs"] == 6, started
+    assert started[precompiled.CHOICE_KEY] == "bundle"
+    assert started["precompiled_error"].startswith("4 of the 6 inputs of the workload's schedule fail its guards")
+    assert load_tuned_config(config_path).measured[precompiled.CHOICE_KEY] == "bundle"

@@ -107,7 +107,8 @@ def _precompile(bundle: Path, tuned, base: dict, run) -> dict[str, Any]:
         shutil.copytree(cache, bundle / INDUCTOR_DIR, dirs_exist_ok=True, ignore=_LOCKS)
     finally:
         shutil.rmtree(cache, ignore_errors=True)
-    return {precompiled.MODULE_KEY: got["precompiled_module"], "guard_check_us": got["guard_check_us"]}
+    return {precompiled.MODULE_KEY: got["precompiled_module"], "guard_check_us": got["guard_check_us"],
+            "schedule_guard_misses": got["schedule_guard_misses"], "schedule_inputs": got["schedule_inputs"]}
 
 
 def _start(config_path: Path, tuned, measured: dict, base: dict, run, with_: str) -> dict[str, Any]:
@@ -119,8 +120,9 @@ def _start(config_path: Path, tuned, measured: dict, base: dict, run, with_: str
 
 
 def _choose(found: Mapping[str, Any], started: Mapping[str, Any], steps: int) -> dict[str, Any]:
-    """The precompiled start against the bundle's: kept when it worked, matched eager, and its first
-    step saves more than its guard check costs over the run's steps.
+    """The precompiled start against the bundle's: kept when it worked, matched eager, holds every
+    input of the workload's schedule, and its first step saves more than its guard check costs over
+    the run's steps.
 
     The guard check (Python-side, every call) is counted in full against it, though
     ``torch.compile``'s own guards cost something too: a precompiled start is chosen only where it
@@ -132,6 +134,10 @@ def _choose(found: Mapping[str, Any], started: Mapping[str, Any], steps: int) ->
     if started.get("precompiled_mismatch"):
         return {precompiled.CHOICE_KEY: "bundle", "precompiled_error": f"differs from eager: "
                                                                         f"{started['precompiled_mismatch']}"[:300]}
+    if found.get("schedule_guard_misses"):
+        return {precompiled.CHOICE_KEY: "bundle", "precompiled_error": f"{found['schedule_guard_misses']} of the "
+                f"{found['schedule_inputs']} inputs of the workload's schedule fail its guards (shapes it was not "
+                "compiled for): each run would leave it for torch.compile at the first of them"}
     first = float(started["first_step_s"])
     saving = float(found["warm_start_s"]) - first - steps * float(found["guard_check_us"]) / 1e6
     return {"precompiled_start_s": round(first, 3), "precompiled_saving_s": round(saving, 3),
