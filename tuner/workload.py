@@ -114,6 +114,14 @@ def check_inputs(inputs, path, what: str):
     return inputs
 
 
+def split_inputs(inputs) -> tuple[tuple, dict]:
+    """``inputs`` as ``(args, kwargs)``: a dict is keyword inputs, a tuple or list positional ones,
+    anything else one positional input."""
+    if isinstance(inputs, dict):
+        return (), dict(inputs)
+    return (tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)), {}
+
+
 def call_model(model, inputs):
     """``model(*inputs)`` or ``model(**inputs)``."""
     return model(**inputs) if isinstance(inputs, dict) else model(*inputs)

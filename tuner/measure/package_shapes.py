@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..runtime.marks import varying_dims
+from ..workload import split_inputs
 
 #: Where a varying dimension's bounds came from.
 DECLARED, SCHEDULE = "input_dims()", "the schedule's range"
@@ -122,8 +123,7 @@ def flat_input_names(inputs: Any) -> list[str]:
     import torch
     from torch.utils._pytree import keystr, tree_flatten_with_path
 
-    args, kwargs = ((), dict(inputs)) if isinstance(inputs, dict) else (
-        tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,), {})
+    args, kwargs = split_inputs(inputs)
     leaves, _ = tree_flatten_with_path((args, kwargs))
     names = []
     for path, leaf in leaves:

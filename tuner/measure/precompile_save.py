@@ -13,6 +13,7 @@ from pathlib import Path
 
 from ..core.config import CompileConfig
 from ..runtime import precompiled
+from ..workload import split_inputs
 from .setup import prepare
 
 #: Guard checks per timed block, and blocks: microseconds each, so a few thousand calls settle it.
@@ -24,18 +25,14 @@ def save_precompiled(spec, rec) -> None:
 
     ready = prepare(spec, schedule=True)
     model, inputs = ready.model.eval(), ready.inputs
-    args, kwargs = _split(inputs)
+    args, kwargs = split_inputs(inputs)
     with torch.no_grad():
         fn = precompiled.save(model, CompileConfig.from_dict(spec.config), args, kwargs, Path(spec.package_path))
         schedule = ready.schedule or []
         # the workload's other inputs: each one outside the guards would leave the precompiled forward
-        misses = sum(not fn.guard_check(model, *a, **k) for a, k in map(_split, schedule))
+        misses = sum(not fn.guard_check(model, *a, **k) for a, k in map(split_inputs, schedule))
         rec.update(precompiled_module=type(model).__module__, guard_check_us=_guard_check_us(fn, model, args, kwargs),
                    schedule_guard_misses=misses, schedule_inputs=len(schedule), status="ok", stage="done")
-
-
-def _split(inputs) -> tuple[tuple, dict]:
-    return ((), dict(inputs)) if isinstance(inputs, dict) else (tuple(inputs), {})
 
 
 def _guard_check_us(fn, model, args: tuple, kwargs: dict) -> float:
