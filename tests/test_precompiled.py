@@ -71,7 +71,9 @@ def test_a_precompiled_forward_is_saved_timed_and_loaded_and_new_shapes_fall_bac
     assert started["guard_check_us"] > 0 and started["precompiled_start_s"] > 0, started
     assert started[precompiled.CHOICE_KEY] in ("precompiled", "bundle")
     # the choice is the figures' own: the start it saves, less the guard checks of the run's steps
-    saving = started["warm_start_s"] - started["precompiled_start_s"] - 1000 * started["guard_check_us"] / 1e6
+    assert started["dynamo_guard_check_us"] > 0, "torch.compile's own guard check, timed beside it"
+    extra_us = max(0.0, started["guard_check_us"] - started["dynamo_guard_check_us"])
+    saving = started["warm_start_s"] - started["precompiled_start_s"] - 1000 * extra_us / 1e6
     assert started["precompiled_saving_s"] == pytest.approx(saving, abs=2e-3)
     assert (started[precompiled.CHOICE_KEY] == "precompiled") == (saving > 0)
     tuned = load_tuned_config(config_path)

@@ -108,6 +108,7 @@ def _precompile(bundle: Path, tuned, base: dict, run) -> dict[str, Any]:
     finally:
         shutil.rmtree(cache, ignore_errors=True)
     return {precompiled.MODULE_KEY: got["precompiled_module"], "guard_check_us": got["guard_check_us"],
+            "dynamo_guard_check_us": got.get("dynamo_guard_check_us"),
             "schedule_guard_misses": got["schedule_guard_misses"], "schedule_inputs": got["schedule_inputs"]}
 
 
@@ -122,12 +123,11 @@ def _start(config_path: Path, tuned, measured: dict, base: dict, run, with_: str
 def _choose(found: Mapping[str, Any], started: Mapping[str, Any], steps: int) -> dict[str, Any]:
     """The precompiled start against the bundle's: kept when it worked, matched eager, holds every
     input of the workload's schedule, and its first step saves more than its guard check costs over
-    the run's steps.
+    the run's steps beyond the check ``torch.compile``'s own cache entry runs on every call anyway.
 
-    The guard check (Python-side, every call) is counted in full against it, though
-    ``torch.compile``'s own guards cost something too: a precompiled start is chosen only where it
-    pays even so. One process each: the choice is between two working warm starts, so a wrong pick
-    costs at most their difference."""
+    Where that entry's check could not be timed, the precompiled check is counted in full against
+    it. One process each: the choice is between two working warm starts, so a wrong pick costs at
+    most their difference."""
     if started.get("status") != "ok" or not started.get("precompiled_used"):
         why = started.get("precompiled_refused") or (started.get("failure") or {}).get("raw") or "not used"
         return {precompiled.CHOICE_KEY: "bundle", "precompiled_error": str(why)[:300]}
@@ -139,9 +139,15 @@ def _choose(found: Mapping[str, Any], started: Mapping[str, Any], steps: int) ->
                 f"{found['schedule_inputs']} inputs of the workload's schedule fail its guards (shapes it was not "
                 "compiled for): each run would leave it for torch.compile at the first of them"}
     first = float(started["first_step_s"])
-    saving = float(found["warm_start_s"]) - first - steps * float(found["guard_check_us"]) / 1e6
+    saving = float(found["warm_start_s"]) - first - steps * extra_guard_us(found) / 1e6
     return {"precompiled_start_s": round(first, 3), "precompiled_saving_s": round(saving, 3),
             precompiled.CHOICE_KEY: "precompiled" if saving > 0 else "bundle"}
+
+
+def extra_guard_us(found: Mapping[str, Any]) -> float:
+    """Microseconds a call of the precompiled forward spends on guards beyond torch.compile's own."""
+    dynamo = found.get("dynamo_guard_check_us")
+    return max(0.0, float(found["guard_check_us"]) - (float(dynamo) if dynamo is not None else 0.0))
 
 
 def _missed(counters: Mapping[str, int]) -> str | None:

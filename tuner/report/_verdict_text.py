@@ -170,10 +170,12 @@ def _precompiled_facts(m: dict) -> list[tuple[str, str, str]]:
     """torch's precompiled forward against the bundle (tuner/runtime/precompiled.py), where tried."""
     if number(m.get("precompiled_start_s")):
         used = m.get("warm_start_with") == "precompiled"
+        dynamo = f"{m['dynamo_guard_check_us']} us" if number(m.get("dynamo_guard_check_us")) else "not timed"
         return [("precompiled start", f"{seconds(m['precompiled_start_s'])} first step",
                  f"{'USED by apply_config' if used else 'not used'}: torch's AOT precompile of the forward (no trace); "
                  f"{seconds(m.get('precompiled_saving_s'))} saved over the run's steps against the bundle alone, "
-                 f"its guard check ({m.get('guard_check_us')} us a call) counted")]
+                 f"its guard check counted beyond torch.compile's own ({m.get('guard_check_us')} us a call; "
+                 f"torch.compile's: {dynamo})")]
     why = m.get("precompiled_error") or m.get("precompile_skipped")
     return [("precompiled start", "not used", text(why)[:160])] if why else []
 
