@@ -55,10 +55,9 @@ def _dynamo_guard_check_us(model, config: dict, args: tuple, kwargs: dict, f_loc
     compiled: Any = torch.compile(model.forward, **CompileConfig.from_dict(config).compile_kwargs())
     compiled(*args, **kwargs)
     entries = torch._C._dynamo.eval_frame._debug_get_cache_entry_list(type(model).forward.__code__)
-    for entry in entries:
-        if entry.guard_manager.check(f_locals):
-            return _median_us(lambda: entry.guard_manager.check(f_locals))
-    return None
+    checks = [entry.guard_manager.check for entry in entries]
+    check = next((check for check in checks if check(f_locals)), None)
+    return _median_us(lambda: check(f_locals)) if check else None
 
 
 def _median_us(check) -> float:
