@@ -356,3 +356,29 @@ def test_the_round_after_the_cold_one_is_sized_warm():
     assert clock.round_fits(n, n)  # sized warm: 71 s and the outputs
     now[0] += plan.warm_after_cold(25.0, n) * n  # the second round as estimated; 24 s left
     assert not clock.round_fits(n, n)  # from now on sized as measured
+
+
+def test_a_confirmation_process_is_planned_without_the_correctness_check_it_skips():
+    # GPT-2 training's search trial, roughly: 100 s in all, 30 s compile, 20 s of float64 check
+    searched = {"trial_wall_s": 100.0, "compile_time_s": 30.0, "compile_time_warm_s": 5.0, "correctness_s": 20.0,
+                "role": "search", "timed_steps": 10, "step_s": 1.0, "eager_step_s": 1.0}  # 20 s timed, beside eager
+    without = {k: v for k, v in searched.items() if k != "correctness_s"}
+    assert budget.confirm_trial_wall(without) - budget.confirm_trial_wall(searched) == pytest.approx(20.0)
+    # a warm compile, the untimed rest (start, build, warm-up) and a quarter of the timing; no check
+    assert budget.confirm_trial_wall(searched) == pytest.approx(5.0 + 30.0 + CONFIRM_TIMING_SHARE * 20.0)
+
+
+def test_the_warm_start_is_planned_from_its_own_parts_per_task():
+    # a start, torch's import, the model's build, a warm compile and a step: not a whole trial
+    attrs = {"trial_wall_s": 100.0, "child_wall_s": 97.0, "child_import_s": 2.0, "setup_s": 4.0,
+             "compile_time_s": 30.0, "compile_time_warm_s": 5.0, "step_s": 0.5, "role": "search"}
+    assert budget.warm_start_wall(attrs) == pytest.approx(3.0 + 2.0 + 4.0 + 5.0 + 0.5)
+    trials = [trial(40.0, "eager"), SimpleNamespace(user_attrs=attrs)]
+    train = Plan.from_trials(trials, confirm=2, warm_start=True, task="train")
+    infer = Plan.from_trials(trials, confirm=2, warm_start=True, task="infer")
+    assert train.warm_start_s == pytest.approx(14.5) and train.warm_start_s < train.confirm_trial_s
+    assert infer.warm_start_s == pytest.approx(3 * 14.5), "inference also saves and starts the precompiled forward"
+    # a study measured before these figures were recorded plans a whole confirmation trial, as before
+    old = {k: v for k, v in attrs.items() if k != "setup_s"}
+    assert budget.warm_start_wall(old) == budget.confirm_trial_wall(old)
+    assert Plan.from_trials(trials, confirm=2, warm_start=False).warm_start_s == 0.0

@@ -12,6 +12,7 @@ import yaml
 from conftest import ROOT
 
 from tuner.core.config import CompileConfig
+from tuner.decide.confirm import HOPELESS
 from tuner.decide.search import Tuner
 from tuner.run.pipeline import TuneOptions, tune
 
@@ -76,7 +77,7 @@ def test_best_config_is_written_when_confirmation_raises(tmp_path, workloads, mo
 @pytest.mark.parametrize("options, why", [
     ({"confirm": 0}, "--confirm 0"),
     ({"objective": "pareto"}, "objective pareto"),
-    ({"steps": 1}, "nothing within 5 % of eager"),
+    ({"steps": 1}, HOPELESS),
 ])
 def test_an_unconfirmed_verdict_says_why_in_the_yaml_and_the_report(tmp_path, workloads, monkeypatch, options, why):
     best = run(tmp_path, workloads, monkeypatch, **options)

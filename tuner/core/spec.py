@@ -182,6 +182,10 @@ class Measurement(TypedDict, total=False):
     compile_time_warm_s: float
     pruned_reason: str
     child_import_s: float
+    setup_s: float
+    """Building the model and its inputs in the trial process (the budget's warm-start estimate)."""
+    correctness_s: float
+    """The correctness check (search trials only: confirmation's processes skip it)."""
     warm_compile_wall_s: float
     mix: list[dict[str, Any]]
     stochastic: bool

@@ -22,7 +22,7 @@ from typing import Any, TypedDict
 
 from ..core.config import EAGER, PLAIN_COMPILE, CompileConfig
 from ..core.durations import BUDGET_RAN_OUT
-from ..core.score import Scoring
+from ..core.score import Scoring, total_time
 from . import stats
 from .evidence import AS_STARTED, Record, weigh
 from .search import Tuner
@@ -78,6 +78,24 @@ CONFIRM_TIMING_SHARE = 0.25
 #: user's process starts. The budget's plan counts each as a confirmation trial (they compile
 #: nothing: an overestimate).
 EAGER_ALONE = 3
+
+
+#: How much faster a config's steps may run in fresh processes than its one search trial said,
+#: for confirmation to be worth running. Seen on ViT-B/16: plain compile 0.92x of eager in its
+#: search trial (2026-12-02, the AMD machine), 1.04x (1.02x-1.06x) confirmed on the Intel one the
+#: day before; fresh processes here differ by up to 20 %. Until then any config more than 5 %
+#: behind eager in the search ended the run as "stay eager, unconfirmed".
+SEARCH_DOUBT = 1.20
+#: Why confirmation was skipped when no compiled config could win even so.
+HOPELESS = f"no compiled config beats eager even with steps {SEARCH_DOUBT:.2f}x faster than searched"
+
+
+def could_win(attrs: dict[str, Any], scoring: Scoring) -> bool:
+    """Whether a searched config beats eager's total if its steps are :data:`SEARCH_DOUBT` times
+    faster than its search trial measured (its compile time is stable to a few %: kept as is)."""
+    step = scoring.step_time(attrs)
+    return step is not None and total_time(scoring.compile_time(attrs), scoring.steps,
+                                           step / SEARCH_DOUBT) < scoring.eager_total
 
 
 def confirm(finalists: list[CompileConfig], scoring: Scoring, measure: Callable[..., dict],
@@ -160,7 +178,7 @@ def confirm_finalists(study, scoring: Scoring, tuner: Tuner, k: int, rounds: int
     eager, _, ranked = ranked_trials(study, scoring)
     skipped = ("--confirm 0" if k <= 0 else "--confirm-rounds 0" if rounds <= 0
                else "no correct compiled config" if not ranked
-               else "nothing within 5 % of eager" if ranked[0].value > eager.value * 1.05 else None)
+               else HOPELESS if not any(could_win(t.user_attrs, scoring) for t in ranked) else None)
     if skipped:
         study.set_user_attr(SKIPPED_ATTR, skipped)
         return None  # nothing is close to beating eager: no lead to confirm

@@ -28,6 +28,7 @@ import dataclasses
 import json
 import os
 import statistics
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -76,7 +77,10 @@ def run_trial(spec: TrialSpec, rec: Recorder) -> None:
     config = CompileConfig.from_dict(spec.config)
     device = spec.device
     tol = spec.tolerance or TOLERANCE[spec.task]
+    began = time.perf_counter()
     ready = prepare(spec, schedule=spec.run_schedule)
+    # the model's build and inputs: part of every fresh process, the warm start's too (tuner/run/budget.py)
+    rec.update(setup_s=round(time.perf_counter() - began, 3))
     workload, model, inputs, schedule = ready.workload, ready.model, ready.inputs, ready.schedule
     mix = timing_mix(inputs, schedule)
     # many ranks: the wrapper around the model, and the state every rank's check starts from
@@ -125,7 +129,11 @@ def run_trial(spec: TrialSpec, rec: Recorder) -> None:
     # 5. correctness, on every distinct input, from the same weights and random state
     if config.compiles and spec.check_correctness:
         rec.stage("correctness")
-        if not _correct(step, saved, config, mix, stochastic, spec, tol, rec):
+        began = time.perf_counter()
+        correct = _correct(step, saved, config, mix, stochastic, spec, tol, rec)
+        # confirmation's processes skip the check: the --budget plans them without it (tuner/run/budget.py)
+        rec.update(correctness_s=round(time.perf_counter() - began, 3))
+        if not correct:
             return
     elif config.compiles:
         rec.update(correctness_check="not checked here: a confirmation process (the search checked this config)")

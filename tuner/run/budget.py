@@ -34,11 +34,15 @@ OUTPUT_RESERVE_S = 5.0
 #: warm, and on the zoo's BERT server (--budget 12m and 25m) only one round fit: one round states
 #: no interval (tuner/decide/evidence.py).
 CONFIRM_RESERVE_ROUNDS = MIN_ROUNDS
-#: The warm start bundles the cache the best config's search trial kept and times a warm first
-#: step in one short process (no longer than a confirmation trial: a warm compile, no timing
-#: loop); without a kept cache (a resumed run) it compiles cold once more first: at most about
-#: one compiled trial.
+#: Without a kept cache (a resumed run) the warm start compiles cold once more first: at most
+#: about one compiled trial.
 WARM_START_TRIALS = 1.0
+#: Fresh processes the warm start runs, each a start, the model's build, a warm compile and a
+#: step (:func:`warm_start_wall`): its first step from the bundle, and for inference also the
+#: precompiled forward's save and its first step (tuner/bundle.py; an upper bound: only a whole
+#: model in one graph is precompiled). Before 2026-12-02 it was reserved as a whole confirmation
+#: trial: 69 s on the zoo's GPT-2 training, whose warm start takes about 20 s.
+WARM_START_PROCESSES = {"infer": 3, "train": 1}
 #: A warm compile (a fresh process that finds the cache) as a share of the cold one, until one is
 #: measured (:func:`warm_share`). It skips code generation and the C++ builds, not Dynamo's tracing. Measured on 2 CPU
 #: cores: 0.11-0.14 (inference and training of a 4-block model, ../shared/TORCH_COMPILE_FACTS.md
@@ -82,12 +86,29 @@ def confirm_trial_wall(attrs: dict, share: float = WARM_COMPILE_SHARE, cold: boo
     rest of the trial (start, checks) as before."""
     wall = float(attrs["trial_wall_s"])
     cold_s = float(attrs.get("compile_time_s") or 0.0)
-    warm = attrs.get("compile_time_warm_s")
-    compile_s = cold_s if cold else float(warm) if warm is not None else share * cold_s
-    rest = max(0.0, wall - cold_s)
+    compile_s = cold_s if cold else _warm_compile_s(attrs, share)
+    # confirmation skips the correctness check (the search checked the config): a float64 model
+    # and its run, seconds on a real model
+    rest = max(0.0, wall - cold_s - float(attrs.get("correctness_s") or 0.0))
     timed = min(rest, timed_s(attrs)) if attrs.get("timed_steps") else rest
     # only the timing shrinks: the process's start, the model's build and the warm-up do not
     return compile_s + (rest - timed) + CONFIRM_TIMING_SHARE * timed
+
+
+def _warm_compile_s(attrs: dict, share: float) -> float:
+    warm = attrs.get("compile_time_warm_s")
+    return float(warm) if warm is not None else share * float(attrs.get("compile_time_s") or 0.0)
+
+
+def warm_start_wall(attrs: dict, share: float = WARM_COMPILE_SHARE) -> float:
+    """One process of the warm start for a measured config: starting it (the trial's wall less
+    its child's), importing torch, building the model, a warm compile and a step. A trial
+    measured before ``setup_s`` was recorded: a whole confirmation trial, as before."""
+    if attrs.get("setup_s") is None or attrs.get("child_wall_s") is None:
+        return confirm_trial_wall(attrs, share)
+    start = max(0.0, float(attrs["trial_wall_s"]) - float(attrs["child_wall_s"]))
+    return (start + float(attrs.get("child_import_s") or 0.0) + float(attrs["setup_s"])
+            + _warm_compile_s(attrs, share) + float(attrs.get("step_s") or 0.0))
 
 
 def timed_s(attrs: dict) -> float:
@@ -115,6 +136,9 @@ class Plan:
     """One eager-alone process of confirmation: the eager baseline's trial with
     :data:`CONFIRM_TIMING_SHARE` of its timing (:func:`confirm_trial_wall`)."""
     warm_start: bool = False
+    warm_start_process_s: float | None = None
+    """One process of the warm start (:func:`warm_start_wall`, median over the compiled trials)."""
+    warm_start_processes: int = 1
     output_s: float = OUTPUT_RESERVE_S
 
     @classmethod
@@ -122,21 +146,28 @@ class Plan:
         """The plan of a run with these options (a ``TuneOptions``): confirmation is on for the
         time objective with rounds to run; the warm start as the options say."""
         confirming = opts.objective == "time" and opts.confirm_rounds > 0
-        return cls.from_trials(trials, confirm=opts.confirm if confirming else 0, warm_start=opts.warm_start)
+        return cls.from_trials(trials, confirm=opts.confirm if confirming else 0, warm_start=opts.warm_start,
+                               task=opts.task)
 
     @classmethod
-    def from_trials(cls, trials: Iterable[Any], confirm: int = 0, warm_start: bool = False) -> Plan:
+    def from_trials(cls, trials: Iterable[Any], confirm: int = 0, warm_start: bool = False,
+                    task: str = "infer") -> Plan:
         """``confirm``: finalists confirmation will re-measure (0 when it is off)."""
         trials = list(trials)
         every, compiled, confirming, cold = trial_walls(trials)
-        eager = [confirm_trial_wall(t.user_attrs) for t in trials if t.user_attrs.get("role") == Role.EAGER
-                 and t.user_attrs.get("trial_wall_s") is not None]
+        attrs = [t.user_attrs for t in trials if t.user_attrs.get("trial_wall_s") is not None]
+        eager = [confirm_trial_wall(a) for a in attrs if a.get("role") == Role.EAGER]
+        share = warm_share(attrs)
+        starts = [warm_start_wall(a, share) for a in attrs if a.get("role") != Role.EAGER
+                  and a.get("duplicate_of") is None and not a.get("interrupted")]
         median = statistics.median
         return cls(trial_s=median(every) if every else None, compiled_trial_s=median(compiled) if compiled else None,
                    confirm_trial_s=median(confirming) if confirming else None,
                    confirm_cold_trial_s=median(cold) if cold else None,
                    eager_alone_s=median(eager) if eager else None,
-                   confirm_trials=1 + confirm + EAGER_ALONE if confirm > 0 else 0, warm_start=warm_start)
+                   confirm_trials=1 + confirm + EAGER_ALONE if confirm > 0 else 0, warm_start=warm_start,
+                   warm_start_process_s=median(starts) if starts else None,
+                   warm_start_processes=WARM_START_PROCESSES.get(task, 1))
 
     @property
     def compiled_s(self) -> float:
@@ -160,6 +191,8 @@ class Plan:
         """The warm start from the cache the chosen config's search trial kept."""
         if not self.warm_start:
             return 0.0
+        if self.warm_start_process_s is not None:
+            return self.warm_start_processes * self.warm_start_process_s
         return self.confirm_trial_s if self.confirm_trial_s is not None else self.compiled_s
 
     def warm_start_without_cache_s(self) -> float:
