@@ -118,10 +118,12 @@ def test_the_reserve_holds_a_cold_round_a_warm_round_the_warm_start_and_the_outp
     assert Plan(trial_s=8.0, compiled_trial_s=10.0).reserve_s == OUTPUT_RESERVE_S  # no confirmation, no warm start
 
 
-def test_a_confirmation_round_runs_only_when_it_fits_beside_the_warm_start():
+def test_a_confirmation_round_runs_when_it_fits_beside_the_outputs_before_the_warm_start():
     plan = Plan(trial_s=8.0, compiled_trial_s=10.0, confirm_trial_s=4.0, confirm_trials=3, warm_start=True)
-    needed = 2 * 4.0 + 4.0 + OUTPUT_RESERVE_S  # two trials, the warm start, the outputs
+    needed = 2 * 4.0 + OUTPUT_RESERVE_S  # two trials and the outputs: the verdict before the warm start
     assert plan.confirm_round_fits(needed, trials=2) and not plan.confirm_round_fits(needed - 1, trials=2)
+    assert plan.warm_start_s > 0 and plan.reserve_s > 2 * plan.confirm_round_s() + OUTPUT_RESERVE_S, \
+        "the search still leaves room for the warm start"
 
 
 def test_the_reserve_holds_as_many_rounds_as_the_race_runs_at_least():
@@ -313,7 +315,7 @@ def test_a_real_run_under_a_small_budget_is_cut_short_and_says_so(cli, workloads
 
 def test_a_confirmation_round_measured_faster_than_estimated_lets_the_next_one_run():
     plan = Plan(trial_s=8.0, compiled_trial_s=10.0, confirm_trial_s=9.0, confirm_trials=3, warm_start=True)
-    left = 3 * 3.0 + plan.warm_start_s + OUTPUT_RESERVE_S
+    left = 3 * 3.0 + OUTPUT_RESERVE_S
     assert not plan.confirm_round_fits(left, trials=3)  # the search's estimate: 9 s a trial
     assert plan.confirm_round_fits(left, trials=3, each_s=3.0)  # the round before took 3 s a trial
 

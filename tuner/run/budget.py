@@ -4,7 +4,8 @@ A run is model check -> baselines -> search -> confirmation -> warm start -> (th
 with the outputs written in between. Under a budget the model check and the baselines always
 run (no verdict exists without eager); the search starts a trial only while that trial and a
 reserve for what must follow fit in what is left; confirmation runs a round only while a round
-fits beside the warm start's reserve; the warm start and the thread check run only when they fit.
+fits (the verdict before the warm start: a round may use the warm start's reserve); the warm
+start and the thread check run only when they fit.
 Every estimate comes from what this study's trials took (:class:`Plan`), so a slow model gets a
 larger reserve than a fast one.
 
@@ -225,8 +226,12 @@ class Plan:
         return max(each_s * trials - saved, 0.0) / trials or each_s
 
     def confirm_round_fits(self, left_s: float, trials: int, each_s: float | None = None) -> bool:
-        """Whether one more confirmation round fits beside the warm start and the outputs."""
-        return self.confirm_round_s(trials, each_s) + self.warm_start_s + self.output_s <= left_s
+        """Whether one more confirmation round fits beside the outputs. The verdict comes first:
+        a round may use the warm start's reserve (the warm start then runs only if it still
+        fits). Seen on the zoo's ResNet-50 (--budget 6m, 2026-12-02): a fourth round of 55 s
+        would likely have decided; it did not fit beside the warm start's reserve in the 49 s
+        left, and the verdict was undecided with no warm start run either."""
+        return self.confirm_round_s(trials, each_s) + self.output_s <= left_s
 
     def left_s(self, search_trials_left: int) -> float | None:
         """About how long the rest of the run takes; None before any trial was measured."""
