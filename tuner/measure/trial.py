@@ -77,10 +77,7 @@ def run_trial(spec: TrialSpec, rec: Recorder) -> None:
     config = CompileConfig.from_dict(spec.config)
     device = spec.device
     tol = spec.tolerance or TOLERANCE[spec.task]
-    began = time.perf_counter()
-    ready = prepare(spec, schedule=spec.run_schedule)
-    # the model's build and inputs: part of every fresh process, the warm start's too (tuner/run/budget.py)
-    rec.update(setup_s=round(time.perf_counter() - began, 3))
+    ready = _prepare(spec, rec)
     workload, model, inputs, schedule = ready.workload, ready.model, ready.inputs, ready.schedule
     mix = timing_mix(inputs, schedule)
     # many ranks: the wrapper around the model, and the state every rank's check starts from
@@ -129,27 +126,34 @@ def run_trial(spec: TrialSpec, rec: Recorder) -> None:
     # 5. correctness, on every distinct input, from the same weights and random state
     if config.compiles and spec.check_correctness:
         rec.stage("correctness")
-        began = time.perf_counter()
-        correct = _correct(step, saved, config, mix, stochastic, spec, tol, rec)
-        # confirmation's processes skip the check: the --budget plans them without it (tuner/run/budget.py)
-        rec.update(correctness_s=round(time.perf_counter() - began, 3))
-        if not correct:
+        if not _correct(step, saved, config, mix, stochastic, spec, tol, rec):
             return
     elif config.compiles:
         rec.update(correctness_check="not checked here: a confirmation process (the search checked this config)")
     rec.update(status="ok", stage="done")
 
 
+def _prepare(spec: TrialSpec, rec: Recorder):
+    """The workload's model and inputs; ``setup_s``, the seconds it took, is part of every fresh
+    process, the warm start's too (the --budget's plan: tuner/run/budget.py)."""
+    began = time.perf_counter()
+    ready = prepare(spec, schedule=spec.run_schedule)
+    rec.update(setup_s=round(time.perf_counter() - began, 3))
+    return ready
+
+
 def _correct(step: Step, saved, config: CompileConfig, mix, stochastic: bool, spec: TrialSpec, tol: float,
              rec: Recorder) -> bool:
     """5. the config against eager (on many ranks: every rank, from the state saved before its first step)."""
+    began = time.perf_counter()
     if saved is not None:
         problem, how = check_ranks(step, saved, config, mix[0].inputs, stochastic, spec, tol)
         dtypes = None
     else:
         problem, how, dtypes = _check_correctness(step, config, mix, stochastic, spec, tol)
+    # correctness_s: confirmation's processes skip the check, and the --budget plans them without it
     rec.update(correct=problem is None, correctness_error=problem, correctness_check=how,
-               compiled_output_dtypes=dtypes)
+               compiled_output_dtypes=dtypes, correctness_s=round(time.perf_counter() - began, 3))
     if problem:
         category = "ranks_disagree" if "parameters differ from rank 0's" in problem else "wrong_results"
         rec.update(status="failed", failure=failure(category, problem).to_dict())
