@@ -139,12 +139,12 @@ def _choose(found: Mapping[str, Any], started: Mapping[str, Any], steps: int) ->
                 f"{found['schedule_inputs']} inputs of the workload's schedule fail its guards (shapes it was not "
                 "compiled for): each run would leave it for torch.compile at the first of them"}
     first = float(started["first_step_s"])
-    saving = float(found["warm_start_s"]) - first - steps * extra_guard_us(found) / 1e6
+    saving = float(found["warm_start_s"]) - first - steps * _extra_guard_us(found) / 1e6
     return {"precompiled_start_s": round(first, 3), "precompiled_saving_s": round(saving, 3),
             precompiled.CHOICE_KEY: "precompiled" if saving > 0 else "bundle"}
 
 
-def extra_guard_us(found: Mapping[str, Any]) -> float:
+def _extra_guard_us(found: Mapping[str, Any]) -> float:
     """Microseconds a call of the precompiled forward spends on guards beyond torch.compile's own."""
     dynamo = found.get("dynamo_guard_check_us")
     return max(0.0, float(found["guard_check_us"]) - (float(dynamo) if dynamo is not None else 0.0))

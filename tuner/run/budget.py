@@ -63,8 +63,7 @@ def trial_walls(trials: Iterable[Any]) -> tuple[list[float], list[float], list[f
     A trial's time includes its warm-compile process when it had one;
     failed and pruned trials count too (they cost time as well). Repeats and interrupted trials
     are left out: they copy or lost another trial's figures."""
-    measured = [t.user_attrs for t in trials if t.user_attrs.get("duplicate_of") is None
-                and not t.user_attrs.get("interrupted") and t.user_attrs.get("trial_wall_s") is not None]
+    measured = _measured(trials)
     share = warm_share(measured)
     every, compiled, confirming, cold = [], [], [], []
     for a in measured:
@@ -75,6 +74,12 @@ def trial_walls(trials: Iterable[Any]) -> tuple[list[float], list[float], list[f
             confirming.append(confirm_trial_wall(a, share))
             cold.append(confirm_trial_wall(a, cold=True))
     return every, compiled, confirming, cold
+
+
+def _measured(trials: Iterable[Any]) -> list[dict]:
+    """The attributes of the trials whose wall time counts: not repeats, not interrupted."""
+    return [t.user_attrs for t in trials if t.user_attrs.get("duplicate_of") is None
+            and not t.user_attrs.get("interrupted") and t.user_attrs.get("trial_wall_s") is not None]
 
 
 def warm_share(attrs: list[dict]) -> float:
@@ -161,11 +166,11 @@ class Plan:
         """``confirm``: finalists confirmation will re-measure (0 when it is off)."""
         trials = list(trials)
         every, compiled, confirming, cold = trial_walls(trials)
-        attrs = [t.user_attrs for t in trials if t.user_attrs.get("trial_wall_s") is not None]
-        eager = [confirm_trial_wall(a) for a in attrs if a.get("role") == Role.EAGER]
-        share = warm_share(attrs)
-        starts = [warm_start_wall(a, share) for a in attrs if a.get("role") != Role.EAGER
-                  and a.get("duplicate_of") is None and not a.get("interrupted")]
+        eager = [confirm_trial_wall(t.user_attrs) for t in trials if t.user_attrs.get("role") == Role.EAGER
+                 and t.user_attrs.get("trial_wall_s") is not None]
+        measured = _measured(trials)
+        share = warm_share(measured)
+        starts = [warm_start_wall(a, share) for a in measured if a.get("role") != Role.EAGER]
         median = statistics.median
         return cls(trial_s=median(every) if every else None, compiled_trial_s=median(compiled) if compiled else None,
                    confirm_trial_s=median(confirming) if confirming else None,
