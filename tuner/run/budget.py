@@ -40,6 +40,14 @@ CONFIRM_RESERVE_ROUNDS = MIN_ROUNDS
 #: out. Seen on the zoo's ViT-B/16 (--budget 6m, 2026-12-02): the cold round took 130 s against
 #: 117 s estimated, and the second round did not fit. A search trial less is the price.
 CONFIRM_RESERVE_MARGIN = 1.2
+#: The share of a ``--budget`` the search leaves to confirmation at least (with the warm start and
+#: the outputs), besides the two rounds it always reserves. Without it a larger budget bought search
+#: trials, not rounds: the search ran while two rounds still fit, and configs that differ by the
+#: 5 % a fresh process varies by were searched while the verdict stayed undecided for want of
+#: rounds (the zoo's BERT server at --budget 30m, 2026-12-02: search 943 s, 4 rounds, undecided
+#: 1.09x (0.93x-1.28x)). Half: at the zoo's 6-minute budgets the two rounds' reserve is already
+#: about that, so short runs search as before.
+CONFIRM_BUDGET_SHARE = 0.5
 #: Without a kept cache (a resumed run) the warm start compiles cold once more first: at most
 #: about one compiled trial.
 WARM_START_TRIALS = 1.0
@@ -220,9 +228,16 @@ class Plan:
         rounds = first + (CONFIRM_RESERVE_ROUNDS - 1) * self.confirm_round_s()
         return CONFIRM_RESERVE_MARGIN * rounds + self.warm_start_s + self.output_s
 
-    def search_trial_fits(self, left_s: float) -> bool:
-        """Whether one more search trial and the reserve fit in ``left_s``."""
-        return (self.trial_s or 0.0) + self.reserve_s <= left_s
+    def search_reserve_s(self, budget_s: float | None = None) -> float:
+        """What the search leaves once it stops: :attr:`reserve_s`, and with confirmation on under a
+        ``budget_s``, at least :data:`CONFIRM_BUDGET_SHARE` of it for confirmation."""
+        if not self.confirm_trials or budget_s is None:
+            return self.reserve_s
+        return max(self.reserve_s, CONFIRM_BUDGET_SHARE * budget_s + self.warm_start_s + self.output_s)
+
+    def search_trial_fits(self, left_s: float, budget_s: float | None = None) -> bool:
+        """Whether one more search trial and what must follow it fit in ``left_s`` of ``budget_s``."""
+        return (self.trial_s or 0.0) + self.search_reserve_s(budget_s) <= left_s
 
     def warm_after_cold(self, each_s: float, trials: int) -> float:
         """A confirmation trial of a later round, from ``each_s`` measured in the first, whose
@@ -317,7 +332,7 @@ class RunClock:
 
     def search_trial_fits(self) -> bool:
         """Whether one more search trial and the reserve for what follows fit in the budget."""
-        return self.plan().search_trial_fits(self.left())
+        return self.plan().search_trial_fits(self.left(), self.budget_s)
 
     def round_fits(self, trials: int, ran: int | None) -> bool:
         """Whether one more confirmation round of ``trials`` trials fits in the budget. ``ran``: the
