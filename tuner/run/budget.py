@@ -40,13 +40,9 @@ CONFIRM_RESERVE_ROUNDS = MIN_ROUNDS
 #: out. Seen on the zoo's ViT-B/16 (--budget 6m, 2026-12-02): the cold round took 130 s against
 #: 117 s estimated, and the second round did not fit. A search trial less is the price.
 CONFIRM_RESERVE_MARGIN = 1.2
-#: The share of a ``--budget`` the search leaves to confirmation at least (with the warm start and
-#: the outputs), besides the two rounds it always reserves. Without it a larger budget bought search
-#: trials, not rounds: the search ran while two rounds still fit, and configs that differ by the
-#: 5 % a fresh process varies by were searched while the verdict stayed undecided for want of
-#: rounds (the zoo's BERT server at --budget 30m, 2026-12-02: search 943 s, 4 rounds, undecided
-#: 1.09x (0.93x-1.28x)). Half: at the zoo's 6-minute budgets the two rounds' reserve is already
-#: about that, so short runs search as before.
+#: The share of a ``--budget`` the search leaves to confirmation at least (besides the warm start and
+#: outputs), so a larger budget buys rounds, not only search trials (the zoo's BERT server at 30m,
+#: 2026-12-02: search 943 s, 4 rounds, undecided). At 6-minute budgets two rounds are about this.
 CONFIRM_BUDGET_SHARE = 0.5
 #: Without a kept cache (a resumed run) the warm start compiles cold once more first: at most
 #: about one compiled trial.
