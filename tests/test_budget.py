@@ -1,20 +1,13 @@
-"""The --budget: durations, the planner's decisions, and a whole run under a budget.
+"""The --budget: durations and the planner's decisions (whole runs: tests/test_budget_runs.py).
 
 The planner is pure arithmetic over the trials' wall times, so its decisions are tested with
-made-up trials; the pipeline is tested on a fake clock that the stand-in trials advance, so what
-is cut short is exact and nothing here depends on how fast the machine is.
+made-up trials, and nothing here depends on how fast the machine is.
 """
-import functools
 from types import SimpleNamespace
 
 import pytest
-import yaml
 
-from tuner.core.config import PLAIN_COMPILE
 from tuner.core.durations import (
-    BUDGET_ATTR,
-    BUDGET_RAN_OUT,
-    PHASE_ATTR,
     budget_line,
     format_duration,
     parse_duration,
@@ -22,11 +15,9 @@ from tuner.core.durations import (
 )
 from tuner.core.errors import TunerError
 from tuner.decide.confirm import CONFIRM_TIMING_SHARE, EAGER_ALONE
-from tuner.decide.search import Tuner
 from tuner.run import budget
 from tuner.run.budget import OUTPUT_RESERVE_S, Plan, RunClock
-from tuner.run.pipeline import TuneOptions, tune
-from tuner.study import open_study
+from tuner.run.pipeline import TuneOptions
 
 
 @pytest.mark.parametrize("text, seconds", [
@@ -216,126 +207,6 @@ def test_without_a_budget_the_clock_only_times():
 def test_workers_share_the_deadline_of_the_run():
     clock = RunClock(60.0, deadline=1060.0, now=lambda: 1030.0)
     assert clock.elapsed() == 30.0 and clock.left() == 30.0
-
-
-# -- a whole run on a fake clock: each stand-in trial "takes" WALL seconds
-
-WALL = 10.0
-#: A confirmation trial of one: a share of its 1 s compile (no warm compile measured) and a share of the other 9 s
-CONFIRM_WALL = budget.WARM_COMPILE_SHARE * 1.0 + CONFIRM_TIMING_SHARE * 9.0
-ENV = {"torch": "2.13.0+cpu", "device": "cpu", "threads": 1}
-
-
-def run_on_fake_clock(tmp_path, workloads, spaces, monkeypatch, budget_s, **options):
-    now, calls = [1000.0], []
-
-    def measure(self, config, label="trial", compile_budget_s=None, warm=True, reuse_cache=False, timing_share=1.0,
-            timing="beside", **kwargs):
-        now[0] += WALL if timing_share == 1.0 else CONFIRM_WALL  # a confirmation trial takes what the plan says
-        calls.append(label)
-        noise = (1.3 if len(calls) % 2 else 0.7) if label.startswith("confirm-") else 1.0
-        result = {"status": "ok", "eager_step_s": 0.01, "step_s": 0.01 * noise, "correct": True,
-                  "peak_memory_mb": 10.0, "eager_peak_memory_mb": 10.0, "environment": ENV, "trial_wall_s": WALL}
-        # two finalists 2 % ahead of eager, measured at +-30 %: confirmation never settles
-        speedup = 1.02
-        return dict(result, speedup=speedup, step_s=result["step_s"] / speedup, compile_time_s=1.0) if config.compiles \
-            else result
-
-    monkeypatch.setattr(Tuner, "measure", measure)
-    monkeypatch.setattr("tuner.run.pipeline.RunClock", functools.partial(RunClock, now=lambda: now[0]))
-    lines = []
-    opts = dict(workload=str(workloads / "blocks.py"), space=str(spaces / "logic.yaml"), trials=8, steps=1_000_000,
-                threads=1, out=str(tmp_path / "out"), check=False, warm_start=False, progress=False, budget=budget_s)
-    result = tune(TuneOptions(**{**opts, **options}), log=lines.append)
-    best = yaml.safe_load((tmp_path / "out" / "best_config.yaml").read_text())
-    study = open_study(f"sqlite:///{tmp_path / 'out' / 'study.db'}", "blocks", seed=0, create=False)
-    return result, best, study, lines
-
-
-def test_a_budget_cuts_the_search_and_the_confirmation_and_says_so(tmp_path, workloads, spaces, monkeypatch):
-    # Baselines take 20 s. The reserve: 2 rounds of 6 confirmation processes (plain, 2 finalists and
-    # eager's three; 2.6 s each, the stand-in's compile as fast cold as warm) and 5 s of outputs =
-    # about 40 s with its 1.2x margin, less than half the budget (57.5 s) and the outputs: a search
-    # trial (10 s) starts while 72.5 s are left, so 3 of 8 trials in a 115 s budget. Then confirmation: 4 rounds (15.6 s each,
-    # less the finalists dropped after the looks at rounds 2 and 3) fit in the 65 s left, a fifth
-    # does not; no look decided a 2 % lead measured at +-30 %.
-    result, best, study, lines = run_on_fake_clock(tmp_path, workloads, spaces, monkeypatch, 115.0)
-    record = study.user_attrs[BUDGET_ATTR]
-    assert record["cut_short"] == {"search": "3 of 8 trials", "confirmation": "4 of 18 rounds"}
-    assert best["measured"]["confirmed"] is True and best["measured"]["confirm_cut_short"] == "4 of 18 rounds"
-    assert best["verdict"] == "undecided"
-    note = "budget 1m 55s: used 1m 42s; cut short: search (3 of 8 trials), confirmation (4 of 18 rounds)"
-    assert note in result.run.notes, result.run.notes
-    phases = study.user_attrs[PHASE_ATTR]
-    assert phases["baselines"] == 20.0 and phases["search"] == 30.0
-    assert phases["confirmation"] == pytest.approx(20 * CONFIRM_WALL, abs=1e-3)
-    assert result.timing.startswith("time: baselines 20 s, search 30 s, confirmation 52 s"), result.timing
-    assert "total 1m 42s" in result.timing, result.timing
-    report = (tmp_path / "out" / "report.md").read_text()
-    assert "Where the run's time went" in report and "cut short: search (3 of 8 trials)" in report
-    assert "Confirmation was cut short by the --budget (4 of 18 rounds)" in report
-
-
-def test_when_no_confirmation_round_fits_the_verdict_is_unconfirmed_and_says_why(tmp_path, workloads, spaces,
-                                                                                   monkeypatch):
-    # After the baselines (20 s) 10 s are left: no search trial (49.5 s) fits, and not the first
-    # round of the one finalist, plain compile (a 5.75 s confirmation trial and 5 s of outputs).
-    result, best, study, lines = run_on_fake_clock(tmp_path, workloads, spaces, monkeypatch, 30.0)
-    assert best["measured"]["confirmed"] is False and best["measured"]["unconfirmed_because"] == BUDGET_RAN_OUT
-    # plain compile led in the search, timed once in one process: no interval, so no compile verdict
-    assert best["verdict"] == "undecided" and best["config"]["target"] == "none", best
-    assert best["measured"]["reason"].startswith("the --budget ran out before a fresh process re-measured")
-    assert best["measured"]["best_compiled"] == "whole/inductor/default"
-    record = study.user_attrs[BUDGET_ATTR]
-    assert record["cut_short"] == {"search": "0 of 8 trials"} and record["skipped"] == ["confirmation"]
-    assert f"unconfirmed: {BUDGET_RAN_OUT}" in (tmp_path / "out" / "report.md").read_text()
-
-
-def test_baselines_run_whatever_the_budget_and_an_overrun_is_said(tmp_path, workloads, spaces, monkeypatch):
-    result, best, study, lines = run_on_fake_clock(tmp_path, workloads, spaces, monkeypatch, 15.0)
-    assert [t.user_attrs["role"] for t in study.get_trials()] == ["eager", "plain"]
-    assert any("the model check and the baselines took 20 s, more than the --budget of 15 s" in n
-               for n in result.run.notes)
-    # a verdict is still written; plain compile's lead over eager was timed once, unconfirmed: undecided
-    assert best["verdict"] in ("undecided", "stay_eager") and best["measured"]["confirmed"] is False
-
-
-def test_every_run_records_its_phase_times(tmp_path, workloads, spaces, monkeypatch):
-    result, best, study, lines = run_on_fake_clock(tmp_path, workloads, spaces, monkeypatch, None, trials=2,
-                                                   confirm=0)
-    phases = study.user_attrs[PHASE_ATTR]
-    assert {"baselines", "search", "outputs", "total"} <= set(phases) and study.user_attrs[BUDGET_ATTR] is None
-    assert not any(n.startswith("budget") for n in result.run.notes)
-
-
-def test_the_cli_refuses_a_bad_budget_with_one_error_line(cli, workloads, tmp_path):
-    proc = cli(str(workloads / "mlp.py"), "--budget", "soon", "--out", str(tmp_path / "out"))
-    assert proc.returncode == 2
-    lines = proc.stderr.strip().splitlines()
-    assert lines[0] == "error: --budget must be a duration, got 'soon'" and lines[1].startswith("hint: ")
-    assert len(lines) == 2 and not (tmp_path / "out").exists()
-
-
-def test_a_real_run_under_a_small_budget_is_cut_short_and_says_so(cli, workloads, spaces, tmp_path):
-    """A budget too small for 8 trials (each times steps for at least 1.5 s, on any machine: 12 s): the
-    search is cut, the verdict is written with its confidence stated, and the time is recorded."""
-    out = tmp_path / "out"
-    proc = cli(str(workloads / "blocks.py"), "--space", str(spaces / "logic.yaml"), "--trials", "8", "--out", str(out),
-               "--measure-seconds", "1.5", "--steps", "10000000", "--confirm", "0", "--no-progress", "--no-check",
-               "--budget", "15s")
-    assert proc.returncode == 0, proc.stderr
-    note = next(line for line in proc.stdout.splitlines() if line.startswith("note: budget 15 s: used "))
-    assert "cut short: search (" in note and " of 8 trials)" in note, proc.stdout
-    assert any(line.startswith("time: baselines ") and "; total " in line for line in proc.stdout.splitlines())
-    best = yaml.safe_load((out / "best_config.yaml").read_text())
-    assert best["measured"]["confirmed"] is False and best["measured"]["unconfirmed_because"] == "--confirm 0"
-    assert "[unconfirmed: --confirm 0]" in proc.stdout
-    study = open_study(f"sqlite:///{out / 'study.db'}", "blocks", seed=0, create=False)
-    assert {"baselines", "search", "outputs", "total"} <= set(study.user_attrs[PHASE_ATTR])
-    assert "search" in study.user_attrs[BUDGET_ATTR]["cut_short"]
-    assert "Where the run's time went" in (out / "report.md").read_text()
-    plain = next(t.user_attrs for t in study.trials if t.user_attrs.get("role") == "plain")
-    assert plain["compile_time_warm_s"] < plain["compile_time_s"], "under a budget plain's warm compile is measured"
 
 
 def test_a_confirmation_round_measured_faster_than_estimated_lets_the_next_one_run():

@@ -157,7 +157,8 @@ def _figures(records: dict[str, Record], ok: list[Record], scoring: Scoring, loo
     e_step = statistics.fmean(e_steps)
     model = stats.fit(stats.Sample(r.key, rnd, s) for r in [eager, *ok] for rnd, s in r.steps)
     level = stats.look_confidence(confidence, looks, len(ok))
-    costs = stats.compile_costs({r.key: r.compile_samples(scoring) for r in ok})
+    costs = stats.compile_costs({r.key: r.compile_samples(scoring) for r in ok},
+                                [r.warm if r.compile_samples(scoring) is r.cold else r.cold for r in ok])
     se_log = stats.pooled_log_se(e_steps)
     speedups = {r.key: model.speedup(eager.key, r.key, level) for r in ok}
     savings = {r.key: stats.saving(model, eager.key, r.key, scoring.steps, e_step, se_log, costs[r.key], level,
@@ -238,6 +239,7 @@ def _summary(r: Record, speedup: stats.Interval, saving: stats.Interval, cost: s
             "saving_s": saving.estimate, "saving_interval_s": _finite(saving),
             "step_s": step, "compile_time_s": cost.compile_s, "cold_compiles_s": [round(c, 3) for c in r.cold],
             "compile_time_warm_s": statistics.fmean(r.warm) if r.warm else None,
+            "warm_compiles_s": [round(c, 3) for c in r.warm], "compile_time_se_s": cost.compile_se,
             "total_time_s": cost.compile_s + steps * step,
             "peak_memory_mb": statistics.median(r.peak_memory) if r.peak_memory else None,
             "step_rounds": [round(s, 6) for _, s in r.steps], "failures": r.failures[:3]}

@@ -15,8 +15,9 @@ largest of two or three eager pairs. A speedup is ``exp(mu_eager - mu_c)``; its 
 t-interval on that log contrast.
 
 **The saving** of a config over eager is ``steps x E x (1 - 1/speedup) - compile`` (``E``: eager's
-mean step, ``compile``: the mean of the config's cold compiles). Its interval maps the speedup's
-through that formula exactly and adds E's and the compile's uncertainty by the MOVER method.
+mean step, ``compile``: the mean of the config's cold compiles, its spread pooled with the warm
+compiles' of the later rounds: :func:`compile_costs`). Its interval maps the speedup's through
+that formula exactly and adds E's and the compile's uncertainty by the MOVER method.
 
 **The decision** (:func:`decide`), with a tie margin ``m`` (a share of eager's total): *compile*
 when the saving's interval lies above zero; *stay eager* when it lies below ``m`` for every
@@ -226,13 +227,18 @@ class Cost:
     compile_df: float
 
 
-def compile_costs(samples: dict[str, list[float]]) -> dict[str, Cost]:
-    """Each candidate's mean cold compile and its standard error. The spread is pooled over the
-    candidates on the log scale (compile times of one config are stable to a few %; two samples
-    alone give one degree of freedom), and a candidate with one sample borrows it."""
-    logs = {k: [math.log(v) for v in vs if v > 0] for k, vs in samples.items()}
-    ss = sum(sum((v - sum(vs) / len(vs)) ** 2 for v in vs) for vs in logs.values() if len(vs) > 1)
-    df = sum(len(vs) - 1 for vs in logs.values() if len(vs) > 1)
+def compile_costs(samples: dict[str, list[float]], replicates: Iterable[Sequence[float]] = ()) -> dict[str, Cost]:
+    """Each candidate's mean compile and its standard error. The relative spread is pooled on the
+    log scale, each group about its own mean, over the candidates' ``samples`` and the further
+    ``replicates`` of one config compiling in fresh processes (the warm compiles of the rounds after
+    the first): a fresh process varies by a share of what it does, compiling cold or warm. Two cold
+    compiles alone give one degree of freedom, whose t quantile at the looks' confidence (76 at
+    99.6 %) made a 42 s compile +-520 s wide (the zoo's ResNet-50, 2026-12-03: cold compiles of
+    48.6 s and 35.0 s left 1.24x (1.13x-1.36x) undecided). A candidate with one sample borrows
+    the pooled spread."""
+    groups = [[math.log(v) for v in vs if v > 0] for vs in [*samples.values(), *replicates]]
+    ss = sum(sum((v - sum(vs) / len(vs)) ** 2 for v in vs) for vs in groups if len(vs) > 1)
+    df = sum(len(vs) - 1 for vs in groups if len(vs) > 1)
     rel = math.sqrt(ss / df) if df else 0.0
     out = {}
     for k, vs in samples.items():

@@ -171,7 +171,9 @@ def _precompiled_facts(m: dict) -> list[tuple[str, str, str]]:
     if number(m.get("precompiled_start_s")):
         used = m.get("warm_start_with") == "precompiled"
         dynamo = f"{m['dynamo_guard_check_us']} us" if number(m.get("dynamo_guard_check_us")) else "not timed"
-        return [("precompiled start", f"{seconds(m['precompiled_start_s'])} first step",
+        runs = (m.get("start_processes") or {}).get("precompiled") or [m["precompiled_start_s"]]
+        return [("precompiled start", f"{seconds(m['precompiled_start_s'])} first step"
+                 + (f" (median of {len(runs)} fresh processes, in turn with the bundle's)" if len(runs) > 1 else ""),
                  f"{'USED by apply_config' if used else 'not used'}: torch's AOT precompile of the forward (no trace); "
                  f"{seconds(m.get('precompiled_saving_s'))} saved over the run's steps against the bundle alone, "
                  f"its guard check counted beyond torch.compile's own ({m.get('guard_check_us')} us a call; "
