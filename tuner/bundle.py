@@ -64,7 +64,6 @@ def bundle_and_measure(settings, config_path: Path, work_dir: Path, kept_cache: 
         "warm_start_missed": _missed(counters),
         "cold_start_s": round(cold["first_step_s"], 3),
         "warm_start_s": round(warm["first_step_s"], 3),
-        "warm_start_speedup": round(cold["first_step_s"] / warm["first_step_s"], 2) if warm["first_step_s"] else None,
         "compile_cache_mb": round(size / 2**20, 2),
         DIGEST_KEY: digest,
         **saved,
@@ -72,7 +71,9 @@ def bundle_and_measure(settings, config_path: Path, work_dir: Path, kept_cache: 
     if precompiled.MODULE_KEY in saved:
         start = functools.partial(_start, config_path, tuned, measured, base, run)
         found.update(_race_starts(found, start, int(tuned.tuned_on.get("steps") or settings.steps), more_fit))
-        found["warm_start_speedup"] = round(cold["first_step_s"] / found["warm_start_s"], 2)
+    # the race, where run, replaced the bundle's one start by the median of its own
+    warm_s = found["warm_start_s"]
+    found["warm_start_speedup"] = round(cold["first_step_s"] / warm_s, 2) if warm_s else None
     save_tuned_config(dataclasses.replace(tuned, measured={**tuned.measured, **found}), config_path)
     return found
 
