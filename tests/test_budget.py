@@ -187,6 +187,9 @@ def test_the_clock_adds_up_phases_and_says_what_was_cut_and_skipped():
     clock.cut_short("search", "3 of 8 trials")
     assert not clock.fits("warm start", clock.left(), log=lambda line: None)  # the outputs need their seconds too
     assert clock.fits("thread check", clock.left() - OUTPUT_RESERVE_S, log=lambda line: None)
+    # the warm start's race asks per pair of start processes: the same reserve, nothing recorded as skipped
+    assert not clock.has_room(clock.left()) and clock.has_room(clock.left() - OUTPUT_RESERVE_S)
+    assert clock.skipped == ["warm start"]
     phases = clock.phase_seconds()
     assert list(phases) == ["check", "baselines", "search", "outputs", "other", "total"] and phases["outputs"] == 3.0
     assert time_line(phases) == ("time: check 6.0 s, baselines 48 s, search 3m 10s, outputs 3.0 s, other 45 s; "

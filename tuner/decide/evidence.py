@@ -76,9 +76,14 @@ class Record:
         return len(self.steps) + len(self.crowded)
 
     def compile_samples(self, scoring: Scoring) -> list[float]:
+        """The compile times the score charges: warm ones where it charges a warm cache and has them."""
         if scoring.compile_cost == "warm" and self.warm:
             return self.warm
         return self.cold
+
+    def other_compiles(self, scoring: Scoring) -> list[float]:
+        """The compile times the score does not charge; their spread still counts (stats.compile_costs)."""
+        return self.cold if scoring.compile_cost == "warm" and self.warm else self.warm
 
 
 def weigh(records: dict[str, Record], scoring: Scoring, looks: int, tie_margin: float = stats.TIE_MARGIN,
@@ -158,7 +163,7 @@ def _figures(records: dict[str, Record], ok: list[Record], scoring: Scoring, loo
     model = stats.fit(stats.Sample(r.key, rnd, s) for r in [eager, *ok] for rnd, s in r.steps)
     level = stats.look_confidence(confidence, looks, len(ok))
     costs = stats.compile_costs({r.key: r.compile_samples(scoring) for r in ok},
-                                [r.warm if r.compile_samples(scoring) is r.cold else r.cold for r in ok])
+                                [r.other_compiles(scoring) for r in ok])
     se_log = stats.pooled_log_se(e_steps)
     speedups = {r.key: model.speedup(eager.key, r.key, level) for r in ok}
     savings = {r.key: stats.saving(model, eager.key, r.key, scoring.steps, e_step, se_log, costs[r.key], level,

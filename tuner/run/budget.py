@@ -344,10 +344,14 @@ class RunClock:
         self.round_began = now
         return plan.confirm_round_fits(self.left(), trials, each_s)
 
+    def has_room(self, seconds: float) -> bool:
+        """Whether about ``seconds`` more fit, the outputs still to write (``fits`` also logs)."""
+        return not self.bounded or seconds + OUTPUT_RESERVE_S <= self.left()
+
     def fits(self, phase: str, seconds: float, log: Callable[[str], None]) -> bool:
-        """Whether an optional phase of about ``seconds`` fits, the outputs still to write; if not,
-        it is recorded as skipped and ``log`` says so."""
-        if not self.bounded or seconds + OUTPUT_RESERVE_S <= self.left():
+        """Whether an optional phase of about ``seconds`` fits (``has_room``); if not, it is
+        recorded as skipped and ``log`` says so."""
+        if self.has_room(seconds):
             return True
         self.skip(phase)
         log(f"  {phase} skipped: about {format_duration(seconds)} does not fit in the "
@@ -393,5 +397,3 @@ class RunClock:
             left_s = min(left_s, max(0.0, self.left()))
         text = f"{format_duration(self.elapsed())} elapsed"
         return text + (f", about {format_duration(left_s)} left" if left_s is not None else "")
-
-

@@ -240,7 +240,7 @@ class Run:
                 each_s = plan.warm_start_process_s or plan.compiled_s
                 started = bundle_and_measure(self.settings, self.out_dir / "best_config.yaml", self.out_dir / "work",
                                              kept_cache=kept, timeout=trial_timeout(self.study, self.settings),
-                                             more_fit=lambda n: not clock.bounded or n * each_s <= clock.left())
+                                             more_fit=lambda n: clock.has_room(n * each_s))
                 self.study.set_user_attr("warm_start", {"config_key": tuned.config.key(), **started})
 
             with clock.phase("warm start"):
