@@ -246,16 +246,16 @@ def test_the_round_after_the_cold_one_is_sized_warm():
     # GPT-2 training at --budget 8m: one round, no interval).
     plan = Plan(trial_s=30.0, compiled_trial_s=40.0, confirm_trial_s=8.0, confirm_cold_trial_s=35.0,
                 confirm_trials=2 + EAGER_ALONE)
-    n = plan.confirm_trials  # plain, a finalist, eager three times
+    n = plan.confirm_trials  # plain, a finalist, eager alone, eager as started
     assert plan.warm_after_cold(25.0, n) == pytest.approx((25.0 * n - 2 * (35.0 - 8.0)) / n)
     now = [0.0]
-    clock = RunClock(220.0, now=lambda: now[0])
+    clock = RunClock(180.0, now=lambda: now[0])
     clock.plan = lambda: plan
     assert clock.round_fits(n, None)
-    now[0] += 25.0 * n  # the cold round: 125 s; 95 s left
-    assert not plan.confirm_round_fits(95.0, n, each_s=25.0)  # sized as the cold round: 130 s
-    assert clock.round_fits(n, n)  # sized warm: 71 s and the outputs
-    now[0] += plan.warm_after_cold(25.0, n) * n  # the second round as estimated; 24 s left
+    now[0] += 25.0 * n  # the cold round: 100 s; 80 s left
+    assert not plan.confirm_round_fits(80.0, n, each_s=25.0)  # sized as the cold round: 100 s
+    assert clock.round_fits(n, n)  # sized warm: 46 s and the outputs
+    now[0] += plan.warm_after_cold(25.0, n) * n  # the second round as estimated; 34 s left
     assert not clock.round_fits(n, n)  # from now on sized as measured
 
 

@@ -1,18 +1,21 @@
 """Confirm the finalists: re-measure them in fresh processes, round by round, until the
 statistics can say compile, stay eager, or that they could not tell (tuner/decide/stats.py).
 
-The search picked its finalists from one timing each, side by side with eager in one process; a
-lucky config wins that way. So confirmation measures plain ``torch.compile`` and the finalists
-again in fresh processes only, each running one thing as a user's process does, interleaved
-round by round (A B C A B C ...) so slow phases of the machine hit every candidate alike; eager
-runs in two processes of its own each round (first and last) and, on CPU with glibc's heap
-pinned, once more as a user's process starts today (heap unpinned): the pin's own gain, told
-apart from compile's. Every figure the verdict quotes comes from these processes: each one's
-mean step is one sample of the measurement model; each finalist's cold compile is measured
-twice (its search trial and the first round, which compiles without the kept cache; later rounds
-compile from that cache, the warm figure). The race looks at the figures after the rounds of
-:func:`stats.look_rounds` and stops at the first look that decides; it drops a finalist whose
-saving trails the leader's beyond doubt (plain compile always runs: it is the yardstick).
+The search picked its finalists from one timing each; a lucky config wins that way. So
+confirmation measures plain ``torch.compile`` and the finalists again in fresh processes only,
+interleaved round by round (A B C A B C ...) so slow phases of the machine hit every candidate
+alike. Where glibc's heap is pinned (or on a GPU), each config's process times eager beside it,
+alternating blocks of steps, and the speedup is paired within processes (tuner/decide/stats.py:
+a process's own luck, the largest noise here, cancels); elsewhere each process runs its config
+alone. Eager also runs alone, first in each round (and last, unpaired), for the level totals are
+made of and, on CPU with the heap pinned, once more as a user's process starts today (heap
+unpinned): the pin's own gain, told apart from compile's. Every figure the verdict quotes comes
+from these processes: each one's mean step is one sample of the measurement model; each
+finalist's cold compile is measured twice (its search trial and the first round, which compiles
+without the kept cache; later rounds compile from that cache, the warm figure). The race looks
+at the figures after the rounds of :func:`stats.look_rounds` and stops at the first look that
+decides; it drops a finalist whose saving trails the leader's beyond doubt (plain compile always
+runs: it is the yardstick).
 """
 from __future__ import annotations
 
@@ -74,10 +77,10 @@ MIN_ROUNDS = 2
 #: confirmation runs many short processes (Kalibera and Jones, "Rigorous benchmarking in
 #: reasonable time").
 CONFIRM_TIMING_SHARE = 0.25
-#: Processes of eager in each confirmation round: two pinned (first and last) and one as the
-#: user's process starts. The budget's plan counts each as a confirmation trial (they compile
-#: nothing: an overestimate).
-EAGER_ALONE = 3
+#: The most processes of eager alone in a confirmation round: one pinned and one as the user's
+#: process starts (paired), or two (first and last) unpaired. The budget's plan counts each as a
+#: confirmation trial (they compile nothing: an overestimate).
+EAGER_ALONE = 2
 
 
 #: How much faster a config's steps may run in fresh processes than its one search trial said,
@@ -101,12 +104,13 @@ def could_win(attrs: dict[str, Any], scoring: Scoring) -> bool:
 def confirm(finalists: list[CompileConfig], scoring: Scoring, measure: Callable[..., dict],
             rounds: int = 12, log=print, round_fits: Callable[[int, int | None], bool] | None = None,
             heap_apart: bool = True, search_cold: dict[str, float] | None = None,
-            tie_margin: float = stats.TIE_MARGIN) -> Decision:
+            tie_margin: float = stats.TIE_MARGIN, paired: bool = False) -> Decision:
     """Race plain compile and ``finalists`` against eager for up to ``rounds`` rounds.
 
     ``measure(config, label, round_=r, heap=None)`` runs one isolated process (the study's own
     trial runner); ``heap="default"`` asks for eager as a user's process starts (only with
     ``heap_apart``). ``search_cold``: config key -> the cold compile its search trial measured.
+    ``paired``: each config's process is asked for eager beside it (``timing="beside"``).
     ``round_fits(trials, ran)``, under a ``--budget``, says whether one more round of that many
     processes fits, ``ran`` being the processes of the round just run (None before the first);
     when it does not, the race stops there and the decision says ``cut_short``.
@@ -126,7 +130,7 @@ def confirm(finalists: list[CompileConfig], scoring: Scoring, measure: Callable[
     decision: Decision = {}
     ran, walls = 0, list[float]()
     for r in range(rounds):
-        n = len(racing) + 2 + heap_apart
+        n = round_processes(len(racing), heap_apart, paired)
         if r and round_fits is not None and not round_fits(n, ran):
             log(f"  confirmation stopped after round {r}/{rounds}: the next round does not fit in the --budget")
             decision = _weigh(records, scoring, looks, tie_margin, walls, r)
@@ -135,10 +139,11 @@ def confirm(finalists: list[CompileConfig], scoring: Scoring, measure: Callable[
         started = time.monotonic()
         order = racing if r % 2 == 0 else list(reversed(racing))
         plan = [records[EAGER.key()], *([records[AS_STARTED]] if heap_apart else []),
-                *(records[c.key()] for c in order), records[EAGER.key()]]
+                *(records[c.key()] for c in order), *([] if paired else [records[EAGER.key()]])]
         for i, rec in enumerate(plan):
             heap = "default" if rec.key == AS_STARTED else None
-            rec.add(measure(rec.config, f"confirm-{r}-{i}", round_=r, heap=heap), scoring, r)
+            beside = {"timing": "beside"} if paired and rec.config.compiles else {}
+            rec.add(measure(rec.config, f"confirm-{r}-{i}", round_=r, heap=heap, **beside), scoring, r)
         ran = len(plan)
         walls.append(time.monotonic() - started)
         if r + 1 not in looks:
@@ -155,6 +160,12 @@ def confirm(finalists: list[CompileConfig], scoring: Scoring, measure: Callable[
                if dropped else ""))
     decision.pop("trailing", None)  # type: ignore[typeddict-item]
     return decision
+
+
+def round_processes(candidates: int, heap_apart: bool, paired: bool) -> int:
+    """The processes of one round: each candidate's, eager alone once (paired) or twice, and eager
+    as started where the heap's gain is measured apart."""
+    return candidates + (1 if paired else 2) + heap_apart
 
 
 def _weigh(records: dict[str, Record], scoring: Scoring, looks: list[int], tie_margin: float,
@@ -189,8 +200,11 @@ def confirm_finalists(study, scoring: Scoring, tuner: Tuner, k: int, rounds: int
             and stored.get("tie_margin") == tie_margin
             and not stored.get("cut_short")):  # a race the --budget cut short is run again in full
         return stored
-    heap_apart = tuner.settings.heap == "pinned" and not tuner.settings.device.startswith("cuda")
-    racing = len({c.key() for c in [PLAIN_COMPILE, *finalists]}) + 2 + heap_apart
+    on_gpu = tuner.settings.device.startswith("cuda")
+    heap_apart = tuner.settings.heap == "pinned" and not on_gpu
+    # in one process eager beside a config reads as alone only with the heap pinned (docs/zoo.md)
+    paired = on_gpu or tuner.settings.heap == "pinned"
+    racing = round_processes(len({c.key() for c in [PLAIN_COMPILE, *finalists]}), heap_apart, paired)
     if round_fits is not None and not round_fits(racing, None):
         log("  confirmation skipped: not even one round fits in what is left of the --budget")
         study.set_user_attr(SKIPPED_ATTR, BUDGET_RAN_OUT)
@@ -199,15 +213,15 @@ def confirm_finalists(study, scoring: Scoring, tuner: Tuner, k: int, rounds: int
         f"round by round until decided (at most {rounds} rounds) ...")
     cold = {key: t.user_attrs.get("compile_time_s") for key, t in tuner.measured_by_key().items()}
 
-    def measure(config, label, round_=0, heap=None):
+    def measure(config, label, round_=0, heap=None, timing="alone"):
         # Round 0 compiles cold (a second cold compile beside the search's, and it leaves the cache
         # kept for the rounds after it, which compile warm from it: tuner/system/caches.py).
         return tuner.measure(config, label, warm=False, reuse_cache=round_ > 0, timing_share=CONFIRM_TIMING_SHARE,
-                             timing="alone", check_correctness=False, heap=heap)
+                             timing=timing, check_correctness=False, heap=heap)
 
     try:
         decision = confirm(finalists, scoring, measure, rounds=rounds, log=log, round_fits=round_fits,
-                           heap_apart=heap_apart, search_cold=cold, tie_margin=tie_margin)
+                           heap_apart=heap_apart, search_cold=cold, tie_margin=tie_margin, paired=paired)
     except Exception as exc:  # noqa: BLE001 - a broken confirmation must not cost the run its outputs
         decision = {"failed": f"{type(exc).__name__}: {exc}".splitlines()[0][:300]}
     if decision.get("failed"):

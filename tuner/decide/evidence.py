@@ -38,6 +38,8 @@ class Record:
     key: str = ""
     steps: list[tuple[int, float]] = field(default_factory=list)
     """(round, mean step) of each process that was not crowded."""
+    beside: list[float] = field(default_factory=list)
+    """Eager's mean step in each of those processes that timed eager beside the config (paired)."""
     crowded: list[float] = field(default_factory=list)
     """The core-wait share of each crowded process (left out of the model)."""
     waits: list[float] = field(default_factory=list)
@@ -70,6 +72,23 @@ class Record:
             self.crowded.append(float(wait))
             return
         self.steps.append((round_, float(result.get("step_mean_s") or result["step_s"])))
+        if result.get("timing") == "beside" and (result.get("eager_step_mean_s") or result.get("eager_step_s")):
+            self.beside.append(float(result.get("eager_step_mean_s") or result["eager_step_s"]))
+
+    @property
+    def paired(self) -> bool:
+        """Whether every process timed eager beside the config (tuner/decide/stats.py's paired model)."""
+        return bool(self.steps) and len(self.beside) == len(self.steps)
+
+    def samples(self, eager_key: str) -> list[stats.Sample]:
+        """The model's samples: each process's own step and, paired, eager's beside it."""
+        if not self.paired:
+            return [stats.Sample(self.key, rnd, s) for rnd, s in self.steps]
+        out = []
+        for i, ((rnd, s), e) in enumerate(zip(self.steps, self.beside)):
+            process = f"{self.key}#{i}"
+            out += [stats.Sample(eager_key, rnd, e, process), stats.Sample(self.key, rnd, s, process)]
+        return out
 
     @property
     def processes(self) -> int:
@@ -104,7 +123,7 @@ def weigh(records: dict[str, Record], scoring: Scoring, looks: int, tie_margin: 
         return {"failed": why, "candidates": []}
     ok = [r for r in compiled if r.steps and not r.failures and not _over_memory(r, scoring)]
     machine = _machine(every)
-    e_steps = [s for _, s in eager.steps]
+    e_steps = _eager_levels(eager, ok)
     e_step = statistics.fmean(e_steps)
     eager_total = scoring.steps * e_step
     base: dict[str, Any] = {"eager_step_s": e_step, "eager_total_s": eager_total, "confidence": confidence,
@@ -126,6 +145,7 @@ def weigh(records: dict[str, Record], scoring: Scoring, looks: int, tie_margin: 
     call = stats.decide(f.savings, tie_margin * f.eager_total)
     leader = call.leader or max(f.savings, key=lambda k: f.savings[k].estimate)
     decision = {**base, "spread": f.model.sigma, "spread_df": f.model.df, "look_confidence": f.level, "looks": looks,
+                "paired": all(r.paired for r in ok), "process_spread": _process_spread(records),
                 "candidates": [_eager_summary(eager, e_step, eager_total), *f.summaries.values(),
                                *(_failed_summary(r) for r in compiled if r not in ok)],
                 "trailing": [k for k in f.savings if k not in (leader, PLAIN_COMPILE.key())
@@ -149,6 +169,8 @@ class _Figures:
     e_step: float
     se_log: float
     tie_margin: float
+    level_df: int
+    """The degrees of freedom of eager's level (``se_log``): its processes less one."""
 
     @property
     def eager_total(self) -> float:
@@ -158,9 +180,10 @@ class _Figures:
 def _figures(records: dict[str, Record], ok: list[Record], scoring: Scoring, looks: int, confidence: float,
              tie_margin: float) -> _Figures:
     eager = records[EAGER.key()]
-    e_steps = [s for _, s in eager.steps]
+    e_steps = _eager_levels(eager, ok)
     e_step = statistics.fmean(e_steps)
-    model = stats.fit(stats.Sample(r.key, rnd, s) for r in [eager, *ok] for rnd, s in r.steps)
+    paired = all(r.paired for r in ok)
+    model = stats.fit(sample for r in (ok if paired else [eager, *ok]) for sample in r.samples(eager.key))
     level = stats.look_confidence(confidence, looks, len(ok))
     costs = stats.compile_costs({r.key: r.compile_samples(scoring) for r in ok},
                                 [r.other_compiles(scoring) for r in ok])
@@ -176,7 +199,16 @@ def _figures(records: dict[str, Record], ok: list[Record], scoring: Scoring, loo
         savings = {k: _no_interval(i) for k, i in savings.items()}
     summaries = {r.key: _summary(r, speedups[r.key], savings[r.key], costs[r.key], e_step, scoring.steps)
                  for r in ok}
-    return _Figures(records, scoring, model, level, costs, speedups, savings, summaries, e_step, se_log, tie_margin)
+    return _Figures(records, scoring, model, level, costs, speedups, savings, summaries, e_step, se_log, tie_margin,
+                    len(e_steps) - 1)
+
+
+def _eager_levels(eager: Record, ok: list[Record]) -> list[float]:
+    """Eager's mean step in every process that timed it with the heap pinned: alone and, paired,
+    beside each config (which read as alone with the heap pinned: docs/zoo.md). Each is one
+    sample of the level totals are made of; paired, one process of eager alone a round would
+    leave it a degree of freedom after two rounds, a t quantile of 76 at the looks' confidence."""
+    return [s for _, s in eager.steps] + [e for r in ok if r.paired for e in r.beside]
 
 
 def _verdict(verdict: str | None, leader: str, f: _Figures, machine: dict, eager: Record) -> dict[str, Any]:
@@ -219,7 +251,7 @@ def _simpler(chosen: str, f: _Figures) -> tuple[str, str]:
         return chosen, reason
     plain_step = f.e_step / f.speedups[plain].estimate
     over = stats.saving(f.model, plain, chosen, f.scoring.steps, plain_step, f.se_log, f.costs[chosen], f.level,
-                        base_cost=f.costs[plain], base_df=len(f.records[EAGER.key()].steps) - 1)
+                        base_cost=f.costs[plain], base_df=f.level_df)
     words = f"{over.estimate:+.1f} s ({over.low:+.1f} to {over.high:+.1f} s)"
     if f.savings[plain].low > 0 and over.low <= 0:
         return plain, (f"plain torch.compile {_saving_words(f.savings[plain], f.eager_total)}; "
@@ -281,6 +313,15 @@ def _heap(records: dict[str, Record], confidence: float) -> dict | None:
         gain = _no_interval(gain)  # one round: see _figures
     return {"gain": gain.estimate, "interval": _finite(gain), "confidence": confidence,
             "eager_as_started_step_s": statistics.fmean(s for _, s in started.steps), "processes": started.processes}
+
+
+def _process_spread(records: dict[str, Record]) -> float | None:
+    """The spread between processes of eager alone (pinned and, apart, as started), rounds'
+    effects removed: what a fresh process of one config varies by, whether or not the configs'
+    own processes were paired."""
+    alone = [records[k] for k in (EAGER.key(), AS_STARTED) if k in records]
+    model = stats.fit(sample for r in alone for sample in r.samples(EAGER.key()))
+    return model.sigma if model.df >= 1 else None
 
 
 def _machine(records: list[Record]) -> dict[str, Any]:

@@ -14,6 +14,20 @@ pooled from all of them with ``N - C - R + 1`` degrees of freedom, instead of re
 largest of two or three eager pairs. A speedup is ``exp(mu_eager - mu_c)``; its interval is a
 t-interval on that log contrast.
 
+**Paired processes.** Most of that spread is the process's own (where its pages and threads
+landed, what the machine did during its seconds) and hits eager and a compiled config alike when
+one process times both, alternating blocks of steps: measured on a 4-block transformer here, 16
+fresh processes each, the ratio of eager alone over compiled alone in neighbouring processes
+spread 14.4 % and the ratio inside one process 4.2 %, the same speedup (1.13x, 1.11x). So where
+the heap is pinned (which removed the one bias timing in one process had: docs/zoo.md) each
+confirmation process of a config times eager beside it, and the model takes the process's
+effect ``pi_p`` in place of the round's:
+
+    log step(c, p) = mu_c + pi_p + e
+
+so the speedup's interval is a paired t-interval over processes, about a tenth of the rounds for
+the same width. Eager's level ``E`` for totals still comes from processes of eager alone.
+
 **The saving** of a config over eager is ``steps x E x (1 - 1/speedup) - compile`` (``E``: eager's
 mean step, ``compile``: the mean of the config's cold compiles, its spread pooled with the warm
 compiles' of the later rounds: :func:`compile_costs`). Its interval maps the speedup's through
@@ -136,11 +150,14 @@ def _betacf(a: float, b: float, x: float) -> float:
 
 @dataclass(frozen=True)
 class Sample:
-    """One process: which candidate it ran, in which round, and its mean step (seconds)."""
+    """One process's mean step (seconds) of one candidate, in which round. ``process`` names
+    the process when it timed more than one candidate (eager and a config alternating): the
+    model then removes that process's effect instead of the round's."""
 
     key: str
     round: int
     step_s: float
+    process: str | None = None
 
 
 @dataclass(frozen=True)
@@ -189,19 +206,20 @@ def _exp(x: float) -> float:
 
 def fit(samples: Iterable[Sample]) -> ProcessModel:
     """Least squares of the measurement model over ``samples`` (any mix of rounds and candidates;
-    a candidate missing from some rounds is fine). ``df`` is 0, and ``sigma`` unknown (0), until
-    some candidate has been measured twice."""
+    a candidate missing from some rounds is fine; samples that name their ``process`` share that
+    process's effect instead of their round's: the paired model of the module's text). ``df``
+    is 0, and ``sigma`` unknown (0), until some candidate has been measured twice."""
     samples = [s for s in samples if s.step_s > 0 and math.isfinite(s.step_s)]
     keys = tuple(dict.fromkeys(s.key for s in samples))
-    rounds = sorted({s.round for s in samples})
+    blocks = list(dict.fromkeys(_block(s) for s in sorted(samples, key=lambda s: s.round)))
     cols = {k: i for i, k in enumerate(keys)}
-    rcols = {r: len(keys) + i for i, r in enumerate(rounds[1:])}
+    rcols = {b: len(keys) + i for i, b in enumerate(blocks[1:])}
     x = np.zeros((len(samples), len(keys) + len(rcols)))
     y = np.array([math.log(s.step_s) for s in samples])
     for row, s in enumerate(samples):
         x[row, cols[s.key]] = 1.0
-        if s.round in rcols:
-            x[row, rcols[s.round]] = 1.0
+        if _block(s) in rcols:
+            x[row, rcols[_block(s)]] = 1.0
     count = {k: sum(1 for s in samples if s.key == k) for k in keys}
     if not samples:
         return ProcessModel((), {}, 0.0, 0, {}, np.zeros((0, 0)))
@@ -212,6 +230,11 @@ def fit(samples: Iterable[Sample]) -> ProcessModel:
     sigma = math.sqrt(float(resid @ resid) / df) if df > 0 else 0.0
     cov = np.linalg.pinv(x.T @ x)[: len(keys), : len(keys)]
     return ProcessModel(keys, {k: float(beta[i]) for k, i in cols.items()}, sigma, df, count, cov)
+
+
+def _block(s: Sample) -> tuple[str, object]:
+    """What a sample shares its effect with: its process when that timed several candidates, else its round."""
+    return ("process", s.process) if s.process is not None else ("round", s.round)
 
 
 # ----------------------------------------------------------------------------- totals and savings

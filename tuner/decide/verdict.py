@@ -229,6 +229,7 @@ def _from_confirmation(decision: dict, scoring: Scoring, tuned_on: dict, study) 
         "eager_total_time_s": decision.get("eager_total_s", eager["total_time_s"]),
         "eager_step_time_ms": decision["eager_step_s"] * 1e3,
         "spread": decision.get("spread"), "spread_df": decision.get("spread_df"),
+        "paired": decision.get("paired"), "process_spread": decision.get("process_spread"),
     }
     heap = decision.get("heap")
     if heap:  # eager pinned against eager as a user's process starts (tuner/system/heap.py)

@@ -4,11 +4,12 @@
 (the order flipped every round), so machine drift hits both alike; the speedup is the ratio of
 the mix's weighted step times measured in one process.
 
-**Alone** (``"alone"``, confirmation): only the config's own side is timed, as a user's process
-runs it; confirmation divides eager's figure from processes of eager alone by it
-(tuner/decide/confirm.py). Timing eager beside a compiled model, in one process, does not always give
-what either runs alone: on GPT-2 training here the in-process ratio read 1.09-1.18x while
-processes running one thing each read 1.01x (docs/zoo.md).
+**Alone** (``"alone"``): only the config's own side is timed, as a user's process runs it;
+confirmation runs eager so, and every config so where glibc's heap is not pinned: timing eager
+beside a compiled model in one process with the heap as it starts does not give what either runs
+alone (GPT-2 training here: 1.09-1.18x in one process, 1.01x in processes running one thing
+each; with the heap pinned, 0.97x-1.01x eager beside over alone on seven workloads: docs/zoo.md).
+Confirmation's other processes time beside, for the paired model of tuner/decide/stats.py.
 
 **Arrival order.** Without an input schedule, each round times a block of steps on the example
 inputs. With one, each round replays a window of the schedule in arrival order (windows move
@@ -77,6 +78,7 @@ class Timing:
             # what a run pays: the mean, tail included (garbage collection, page faults, periodic
             # work); the median above ranks configs robustly, the mean is what totals are made of
             "step_mean_s": weighted([statistics.mean(t) for t in self.compiled], self.mix),
+            "eager_step_mean_s": None if self.alone else weighted([statistics.mean(t) for t in self.eager], self.mix),
             "step_spread": weighted([_spread(t) for t in self.compiled], self.mix),
             "eager_step_spread": None if self.alone else weighted([_spread(t) for t in self.eager], self.mix),
             "speedup": eager / compiled if eager and compiled > 0 else None,

@@ -241,14 +241,27 @@ def extra_facts(m: dict, thread_check: dict | None) -> list[tuple[str, str, str]
     return facts
 
 
+def _spread_words(m: dict) -> str:
+    """What the intervals' spread is: between processes, or (paired) what is left of it when eager
+    and the config share each process."""
+    if not number(m.get("spread")):
+        return ""
+    df = m.get("spread_df")
+    if not m.get("paired"):
+        return f"; processes differ by {float(m['spread']):.1%} (pooled over every process, {df} df)"
+    alone = (f"; processes of eager alone differ by {float(m['process_spread']):.1%}"
+             if number(m.get("process_spread")) else "")
+    return (f"; each config timed beside eager in its own processes, which differ by {float(m['spread']):.1%} "
+            f"once paired (pooled, {df} df){alone}")
+
+
 def _confirmed_facts(m: dict) -> list[tuple[str, str, str]]:
     """The confirmation's intervals, its spread, the machine and the heap's own gain."""
     lo, hi = m.get("speedup_interval") or (None, None)
     confidence = f"{float(m['confidence']):.0%}" if number(m.get("confidence")) else "95%"
     rounds = m.get("confirm_rounds")
     cut = f"; cut short by the --budget ({text(m['confirm_cut_short'])})" if m.get("confirm_cut_short") else ""
-    spread = (f"; processes differ by {float(m['spread']):.1%} (pooled over every process, {m.get('spread_df')} df)"
-              if number(m.get("spread")) else "")
+    spread = _spread_words(m)
     facts = [("confirmed", f"{rounds} interleaved round{'' if rounds == 1 else 's'} in fresh processes",
               f"the figures above are theirs{spread}{cut}")]
     if number(m.get("speedup")):
