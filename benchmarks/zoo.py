@@ -156,6 +156,14 @@ def _pct(v) -> str:
     return "-" if v is None else f"{float(v) * 100:.1f} %"
 
 
+def _spread(m: dict) -> str:
+    """The run's spread: between processes, or paired (what is left once eager shares each process)
+    with the spread of processes of eager alone beside it."""
+    if not m.get("paired"):
+        return _pct(m.get("spread"))
+    return f"{_pct(m.get('spread'))} paired ({_pct(m.get('process_spread'))} alone)"
+
+
 def table(names: list[str], repeat: int = REPEAT) -> str:
     ids = [run_id(n, k) for n in names for k in range(1, max(repeat, 1) + 1)]
     rows = [row(i) for i in ids if (OUT / f"{i}.run.json").exists() and (OUT / i / "best_config.yaml").exists()]
@@ -181,7 +189,7 @@ def table(names: list[str], repeat: int = REPEAT) -> str:
         lines.append(
             f"| {r['name']} | {r['run'].get('date', '?')}, `{r['run'].get('commit', '?')}` | "
             f"{r['run']['task']}, {r['run']['budget']} | {r['verdict']} | {confirmed} | "
-            f"{_pct(m.get('spread'))} | {re_} | {_pct(rm.get('noise_floor'))} | "
+            f"{_spread(m)} | {re_} | {_pct(rm.get('noise_floor'))} | "
             f"{_agrees(m, rm)}{' (re-measure of run 1)' if rm.get('shared_from') else ''} | "
             f"{_x(m.get('search_speedup_in_process'))}; "
             f"{_x(rm.get('in_process_speedup'))} | {r['run']['wall_s'] / 60:.1f} min | {phase_text} | "

@@ -21,3 +21,14 @@ def test_the_summary_says_an_unconfirmed_verdict_is_unconfirmed_and_why():
     assert "[unconfirmed: --confirm 0]" in eager.splitlines()[0]
     confirmed = dict(measured, confirmed=True, confirm_rounds=3, speedup_interval=[1.4, 1.6], reason="beats eager")
     assert "unconfirmed" not in _verdict_text({"verdict": "compile", "config": {}, "measured": confirmed}, "out")
+
+
+def test_the_summary_says_whether_the_spread_is_between_processes_or_left_after_pairing():
+    base = {"confirmed": True, "confirm_rounds": 4, "speedup": 1.2, "speedup_interval": [1.1, 1.3], "confidence": 0.95,
+            "spread": 0.031, "spread_df": 9, "total_time_s": 8.0, "eager_total_time_s": 10.0, "reason": "saves"}
+    alone = _verdict_text({"verdict": "compile", "config": {}, "measured": base}, "out")
+    assert "processes differ by 3.1% (pooled over every process, 9 df)" in alone
+    paired = _verdict_text({"verdict": "compile", "config": {},
+                            "measured": dict(base, paired=True, process_spread=0.142)}, "out")
+    assert "timed beside eager in its own processes, which differ by 3.1% once paired (pooled, 9 df)" in paired
+    assert "processes of eager alone differ by 14.2%" in paired

@@ -146,7 +146,8 @@ class Plan:
     confirm_cold_trial_s: float | None = None
     """One confirmation trial of the first round, which compiles cold (``cold=True``)."""
     confirm_trials: int = 0
-    """Trials in a confirmation round (plain compile, the finalists and eager alone twice); 0 when off."""
+    """Trials in a confirmation round (plain compile, the finalists and eager alone twice: pinned and
+    as started); 0 when off."""
     eager_alone_s: float | None = None
     """One eager-alone process of confirmation: the eager baseline's trial with
     :data:`CONFIRM_TIMING_SHARE` of its timing (:func:`confirm_trial_wall`)."""
