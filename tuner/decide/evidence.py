@@ -72,8 +72,9 @@ class Record:
             self.crowded.append(float(wait))
             return
         self.steps.append((round_, float(result.get("step_mean_s") or result["step_s"])))
-        if result.get("timing") == "beside" and (result.get("eager_step_mean_s") or result.get("eager_step_s")):
-            self.beside.append(float(result.get("eager_step_mean_s") or result["eager_step_s"]))
+        eager_beside = result.get("eager_step_mean_s") or result.get("eager_step_s")
+        if result.get("timing") == "beside" and eager_beside:
+            self.beside.append(float(eager_beside))
 
     @property
     def paired(self) -> bool:
@@ -145,7 +146,7 @@ def weigh(records: dict[str, Record], scoring: Scoring, looks: int, tie_margin: 
     call = stats.decide(f.savings, tie_margin * f.eager_total)
     leader = call.leader or max(f.savings, key=lambda k: f.savings[k].estimate)
     decision = {**base, "spread": f.model.sigma, "spread_df": f.model.df, "look_confidence": f.level, "looks": looks,
-                "paired": all(r.paired for r in ok), "process_spread": _process_spread(records),
+                "paired": f.paired, "process_spread": _process_spread(records),
                 "candidates": [_eager_summary(eager, e_step, eager_total), *f.summaries.values(),
                                *(_failed_summary(r) for r in compiled if r not in ok)],
                 "trailing": [k for k in f.savings if k not in (leader, PLAIN_COMPILE.key())
@@ -171,6 +172,8 @@ class _Figures:
     tie_margin: float
     level_df: int
     """The degrees of freedom of eager's level (``se_log``): its processes less one."""
+    paired: bool
+    """Whether every candidate's processes timed eager beside it (the model is the paired one)."""
 
     @property
     def eager_total(self) -> float:
@@ -200,7 +203,7 @@ def _figures(records: dict[str, Record], ok: list[Record], scoring: Scoring, loo
     summaries = {r.key: _summary(r, speedups[r.key], savings[r.key], costs[r.key], e_step, scoring.steps)
                  for r in ok}
     return _Figures(records, scoring, model, level, costs, speedups, savings, summaries, e_step, se_log, tie_margin,
-                    len(e_steps) - 1)
+                    len(e_steps) - 1, paired)
 
 
 def _eager_levels(eager: Record, ok: list[Record]) -> list[float]:

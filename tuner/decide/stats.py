@@ -26,7 +26,8 @@ effect ``pi_p`` in place of the round's:
     log step(c, p) = mu_c + pi_p + e
 
 so the speedup's interval is a paired t-interval over processes, about a tenth of the rounds for
-the same width. Eager's level ``E`` for totals still comes from processes of eager alone.
+the same width. Eager's level ``E`` for totals is the mean of every pinned eager figure: its
+processes alone and its side of each paired process (tuner/decide/evidence.py).
 
 **The saving** of a config over eager is ``steps x E x (1 - 1/speedup) - compile`` (``E``: eager's
 mean step, ``compile``: the mean of the config's cold compiles, its spread pooled with the warm
