@@ -9,9 +9,11 @@ true speedup at least 95 % of the time.
 """
 from __future__ import annotations
 
+import itertools
 import math
 import random
 
+import numpy as np
 import pytest
 
 from tuner.core.config import EAGER, PLAIN_COMPILE, CompileConfig
@@ -65,12 +67,14 @@ class Machine:
 
 
 def race(true: dict[str, float], spread: float, seed: int, finalists=(TUNED,), steps: int = 100_000,
-         rounds: int | None = None, paired: bool = False, **machine) -> tuple[dict, Machine]:
+         rounds: int | None = None, paired: bool = False, cut: int | None = None, **machine) -> tuple[dict, Machine]:
+    """One race; ``cut``: a --budget that fits no round after that many."""
     m = Machine(true, spread, seed, **machine)
     search_cold = {c.key(): m.compile_s for c in [PLAIN_COMPILE, *finalists]} if m.compile_s else None
+    asked = itertools.count(1)  # round_fits is asked before each round after the first
     d = confirm(list(finalists), Scoring(steps=steps, eager_step_s=0.01), m,
                 rounds=rounds or TuneOptions.confirm_rounds, log=lambda line: None, search_cold=search_cold,
-                paired=paired)
+                paired=paired, round_fits=(lambda n, ran: next(asked) < cut) if cut else None)
     return d, m
 
 
@@ -99,14 +103,53 @@ def test_a_true_tie_is_decided_stay_eager_and_never_called_a_win():
     assert rates.get("stay_eager", 0) >= 0.9 and rates.get("compile", 0) <= 0.05, rates
 
 
-def test_the_stated_interval_holds_the_true_speedup_at_least_95_percent_of_the_time():
+def coverage(true: dict[str, float], runs: int = RUNS, **kw) -> float:
+    """How often every stated interval of a race holds its candidate's true speedup."""
     held = 0
-    for seed in range(RUNS):
-        d, _ = race({PLAIN_COMPILE.key(): 1.05, TUNED.key(): 1.25}, spread=0.08, seed=seed)
-        truth = {PLAIN_COMPILE.describe(): 1.05, TUNED.describe(): 1.25}
+    for seed in range(runs):
+        d, _ = race(true, seed=seed, **kw)
+        truth = {c.describe(): v for c in (PLAIN_COMPILE, TUNED, OTHER) if (v := true.get(c.key()))}
         ok = [c for c in d["candidates"] if c.get("speedup_interval") and c["config_label"] in truth]
         held += all(c["speedup_interval"][0] <= truth[c["config_label"]] <= c["speedup_interval"][1] for c in ok)
-    assert held / RUNS >= 0.95, held
+    return held / runs
+
+
+def test_the_stated_interval_holds_the_true_speedup_at_least_95_percent_of_the_time():
+    assert coverage({PLAIN_COMPILE.key(): 1.05, TUNED.key(): 1.25}, spread=0.08) >= 0.95
+
+
+@pytest.mark.parametrize("taken, final", [((2, 3, 5, 8, 12, 18), False), ((2, 3, 5, 6), True), ((2, 3, 4), True)])
+def test_the_looks_boundaries_spend_the_error_rate_they_say(taken, final):
+    """With nothing to find, a race's z statistic is a Brownian motion seen at the looks: 200,000 of
+    them cross the boundaries 5 % of the time, whether the race runs its 18 rounds or a budget ends
+    it at round 6 or 4 (its last look spending what is left)."""
+    bounds = [stats._normal_quantile(0.5 + stats.look_confidence(0.95, taken[:k], 18, 1, final and k == len(taken)) / 2)
+              for k in range(1, len(taken) + 1)]
+    t = np.array(taken) / 18
+    steps = np.random.default_rng(0).standard_normal((200_000, len(t))) * np.sqrt(np.diff(t, prepend=0))
+    walk = np.cumsum(steps, axis=1)
+    crossed = (np.abs(walk / np.sqrt(t)) > np.array(bounds)).any(axis=1).mean()
+    assert 0.046 <= crossed <= 0.054, (bounds, crossed)
+
+
+def test_early_looks_cost_what_bonferroni_cost_and_a_budgets_last_look_spends_the_rest():
+    bonferroni = 0.05 / (6 * 3)  # six planned looks of 18 rounds, three candidates
+    first = 1 - stats.look_confidence(0.95, (2,), 18, 3)
+    assert 0.7 * bonferroni < first < 1.3 * bonferroni
+    cut = 1 - stats.look_confidence(0.95, (2, 3, 5, 6), 18, 3, final=True)  # the zoo's BERT server: 6 of 18 rounds
+    assert cut > 4 * bonferroni
+    # one look, the last: Bonferroni over the candidates alone
+    assert stats.look_confidence(0.95, (2,), 2, 3) == pytest.approx(1 - 0.05 / 3, abs=1e-6)
+
+
+def test_a_race_the_budget_cuts_short_keeps_its_error_rates():
+    """Cut at round 4 of 18, the last look spends what the looks left: still no more false
+    "compile" than 5 %, and intervals that hold the truth at least 95 % of the time."""
+    null = verdicts(true={PLAIN_COMPILE.key(): 1.0, TUNED.key(): 1.0}, spread=0.05, cut=4)
+    assert null.get("compile", 0) <= 0.05, null
+    assert coverage({PLAIN_COMPILE.key(): 1.05, TUNED.key(): 1.25}, spread=0.08, cut=4) >= 0.95
+    paired = paired_verdicts(true={PLAIN_COMPILE.key(): 1.0, TUNED.key(): 1.0}, spread=0.15, inner=0.03, cut=4)
+    assert paired.get("compile", 0) <= 0.05, paired
 
 
 def test_the_interval_on_one_look_covers_at_its_nominal_level():
@@ -167,6 +210,18 @@ def test_compiled_processes_that_were_all_crowded_are_undecided_not_failed():
                 heap_apart=False)
     assert d["verdict"] == "undecided" and d["reason"].startswith("the machine was busy"), d["reason"]
     assert d["choice"] == EAGER.to_dict() and "best" not in d
+
+
+def test_eager_processes_that_were_all_crowded_are_undecided_not_a_failed_confirmation():
+    # Seen in a test run beside a zoo run on this VM: every eager process waited for a core
+    def crowded_eager(cfg, label, round_=0, heap=None):
+        return {"status": "ok", "step_s": 0.01, "step_mean_s": 0.01, "compile_time_s": 1.0 if cfg.compiles else 0.0,
+                "peak_memory_mb": 10.0, "core_wait_share": 0.01 if cfg.compiles else 0.4, "load_average": 2.6}
+
+    d = confirm([], Scoring(steps=1000, eager_step_s=0.01), crowded_eager, rounds=2, log=lambda line: None,
+                heap_apart=False)
+    assert "failed" not in d and d["verdict"] == "undecided", d
+    assert d["reason"].startswith("the machine was busy") and d["choice"] == EAGER.to_dict(), d["reason"]
 
 
 def test_a_clear_loser_is_dropped_from_the_race():
@@ -241,13 +296,7 @@ def test_paired_a_config_that_saves_nothing_is_called_compile_at_most_5_percent_
 
 
 def test_paired_the_stated_interval_holds_the_true_speedup_at_least_95_percent_of_the_time():
-    held = 0
-    for seed in range(RUNS):
-        d, _ = race({PLAIN_COMPILE.key(): 1.05, TUNED.key(): 1.25}, spread=0.15, seed=seed, inner=0.03, paired=True)
-        truth = {PLAIN_COMPILE.describe(): 1.05, TUNED.describe(): 1.25}
-        ok = [c for c in d["candidates"] if c.get("speedup_interval") and c["config_label"] in truth]
-        held += all(c["speedup_interval"][0] <= truth[c["config_label"]] <= c["speedup_interval"][1] for c in ok)
-    assert held / RUNS >= 0.95, held
+    assert coverage({PLAIN_COMPILE.key(): 1.05, TUNED.key(): 1.25}, spread=0.15, inner=0.03, paired=True) >= 0.95
 
 
 def test_paired_rounds_time_eager_beside_each_config_and_alone_once():

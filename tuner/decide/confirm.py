@@ -14,8 +14,9 @@ from these processes: each one's mean step is one sample of the measurement mode
 finalist's cold compile is measured twice (its search trial and the first round, which compiles
 without the kept cache; later rounds compile from that cache, the warm figure). The race looks
 at the figures after the rounds of :func:`stats.look_rounds` and stops at the first look that
-decides; it drops a finalist whose saving trails the leader's beyond doubt (plain compile always
-runs: it is the yardstick).
+decides; where the ``--budget`` fits no further round it looks once more, spending what the
+error rate has left (:func:`stats.look_confidence`); it drops a finalist whose saving trails the
+leader's beyond doubt (plain compile always runs: it is the yardstick).
 """
 from __future__ import annotations
 
@@ -133,7 +134,7 @@ def confirm(finalists: list[CompileConfig], scoring: Scoring, measure: Callable[
         n = round_processes(len(racing), heap_apart, paired)
         if r and round_fits is not None and not round_fits(n, ran):
             log(f"  confirmation stopped after round {r}/{rounds}: the next round does not fit in the --budget")
-            decision = _weigh(records, scoring, looks, tie_margin, walls, r)
+            decision = _weigh(records, scoring, _taken(looks, r, rounds, final=True), tie_margin, walls, r)
             decision["cut_short"] = f"{r} of {rounds} rounds"
             break
         started = time.monotonic()
@@ -149,7 +150,7 @@ def confirm(finalists: list[CompileConfig], scoring: Scoring, measure: Callable[
         if r + 1 not in looks:
             log(f"  confirmation round {r + 1}/{rounds} done")
             continue
-        decision = _weigh(records, scoring, looks, tie_margin, walls, r + 1)
+        decision = _weigh(records, scoring, _taken(looks, r + 1, rounds), tie_margin, walls, r + 1)
         if decision.get("verdict") in ("compile", "stay_eager") or decision.get("failed"):
             log(f"  confirmation round {r + 1}/{rounds} done: {decision.get('verdict') or 'failed'}")
             break
@@ -168,9 +169,15 @@ def round_processes(candidates: int, heap_apart: bool, paired: bool) -> int:
     return candidates + (1 if paired else 2) + heap_apart
 
 
-def _weigh(records: dict[str, Record], scoring: Scoring, looks: list[int], tie_margin: float,
+def _taken(looks: list[int], done: int, rounds: int, final: bool = False) -> stats.Looks:
+    """The looks taken once ``done`` rounds ran: the planned ones before it, and this one (the
+    last: ``final``, or the race's last round)."""
+    return stats.Looks((*(n for n in looks if n < done), done), rounds, final or done >= rounds)
+
+
+def _weigh(records: dict[str, Record], scoring: Scoring, looks: stats.Looks, tie_margin: float,
            walls: list[float], done: int) -> Decision:
-    decision: Decision = weigh(records, scoring, looks=len(looks), tie_margin=tie_margin)  # type: ignore[assignment]
+    decision: Decision = weigh(records, scoring, looks=looks, tie_margin=tie_margin)  # type: ignore[assignment]
     decision["rounds_done"] = done
     if walls:
         decision["round_s"] = sum(walls) / len(walls)

@@ -106,7 +106,7 @@ class Record:
         return self.cold if scoring.compile_cost == "warm" and self.warm else self.warm
 
 
-def weigh(records: dict[str, Record], scoring: Scoring, looks: int, tie_margin: float = stats.TIE_MARGIN,
+def weigh(records: dict[str, Record], scoring: Scoring, looks: stats.Looks, tie_margin: float = stats.TIE_MARGIN,
           confidence: float = stats.CONFIDENCE) -> dict[str, Any]:
     """The decision from the processes so far (the ``Decision`` of tuner/decide/confirm.py, plus
     ``trailing``: finalists the race may stop measuring)."""
@@ -118,10 +118,14 @@ def weigh(records: dict[str, Record], scoring: Scoring, looks: int, tie_margin: 
         return {"verdict": "stay_eager", "choice": EAGER.to_dict(), "machine": _machine(every), "candidates": [],
                 "reason": f"no finalist was confirmed (failures in fresh processes: {_failures(compiled)})",
                 "eager_step_s": statistics.fmean(s for _, s in eager.steps) if eager.steps else scoring.eager_step_s}
+    if not eager.steps and eager.failures:
+        return {"failed": f"eager failed every round ({_failures([eager])})", "candidates": []}
     if not eager.steps:
-        why = (f"eager failed every round ({_failures([eager])})" if eager.failures
-               else "every eager process was crowded")
-        return {"failed": why, "candidates": []}
+        # every eager process waited for a core: nothing failed, the machine measured other work
+        # (seen in a test run beside a zoo run on this VM; it read "confirmation failed" before)
+        machine = _machine(every)
+        return {"verdict": "undecided", "choice": EAGER.to_dict(), "reason": _busy(machine), "machine": machine,
+                "eager_step_s": scoring.eager_step_s, "candidates": []}
     ok = [r for r in compiled if r.steps and not r.failures and not _over_memory(r, scoring)]
     machine = _machine(every)
     e_steps = _eager_levels(eager, ok)
@@ -145,8 +149,8 @@ def weigh(records: dict[str, Record], scoring: Scoring, looks: int, tie_margin: 
     f = _figures(records, ok, scoring, looks, confidence, tie_margin)
     call = stats.decide(f.savings, tie_margin * f.eager_total)
     leader = call.leader or max(f.savings, key=lambda k: f.savings[k].estimate)
-    decision = {**base, "spread": f.model.sigma, "spread_df": f.model.df, "look_confidence": f.level, "looks": looks,
-                "paired": f.paired, "process_spread": _process_spread(records),
+    decision = {**base, "spread": f.model.sigma, "spread_df": f.model.df, "look_confidence": f.level,
+                "looks": len(looks.taken), "paired": f.paired, "process_spread": _process_spread(records),
                 "candidates": [_eager_summary(eager, e_step, eager_total), *f.summaries.values(),
                                *(_failed_summary(r) for r in compiled if r not in ok)],
                 "trailing": [k for k in f.savings if k not in (leader, PLAIN_COMPILE.key())
@@ -180,14 +184,14 @@ class _Figures:
         return self.scoring.steps * self.e_step
 
 
-def _figures(records: dict[str, Record], ok: list[Record], scoring: Scoring, looks: int, confidence: float,
+def _figures(records: dict[str, Record], ok: list[Record], scoring: Scoring, looks: stats.Looks, confidence: float,
              tie_margin: float) -> _Figures:
     eager = records[EAGER.key()]
     e_steps = _eager_levels(eager, ok)
     e_step = statistics.fmean(e_steps)
     paired = all(r.paired for r in ok)
     model = stats.fit(sample for r in (ok if paired else [eager, *ok]) for sample in r.samples(eager.key))
-    level = stats.look_confidence(confidence, looks, len(ok))
+    level = looks.confidence(confidence, len(ok))
     costs = stats.compile_costs({r.key: r.compile_samples(scoring) for r in ok},
                                 [r.other_compiles(scoring) for r in ok])
     se_log = stats.pooled_log_se(e_steps)
@@ -241,7 +245,7 @@ def _verdict(verdict: str | None, leader: str, f: _Figures, machine: dict, eager
     return {"verdict": "undecided", "choice": EAGER.to_dict(), "best": f.summaries[leader],
             "reason": f"could not tell: the best config ({label}) {words}, an interval that holds both a saving and "
                       f"a tie within {margin}",
-            "to_decide": {"rounds": math.ceil(need) if need else None}}
+            "to_decide": {"rounds": max(rounds + 1, math.ceil(need)) if need else None}}
 
 
 def _simpler(chosen: str, f: _Figures) -> tuple[str, str]:
