@@ -199,14 +199,20 @@ def test_a_busy_machine_makes_the_verdict_undecided_and_says_so():
     assert d["machine"]["busy"] and d["machine"]["crowded"] > 0.25 * d["machine"]["processes"]
 
 
+def crowded(compiled: bool):
+    """Processes that all run at eager's speed, those of compiled configs (or of eager) waiting
+    for a core 40 % of their timing."""
+    def measure(cfg, label, round_=0, heap=None):
+        wait = 0.4 if cfg.compiles == compiled else 0.01
+        return {"status": "ok", "step_s": 0.01, "step_mean_s": 0.01, "compile_time_s": 1.0 if cfg.compiles else 0.0,
+                "peak_memory_mb": 10.0, "core_wait_share": wait, "load_average": 2.0}
+    return measure
+
+
 def test_compiled_processes_that_were_all_crowded_are_undecided_not_failed():
     # Seen in a test run on a shared VM: both of plain compile's processes waited for a core, eager's
     # did not all; nothing failed, so neither "no finalist was confirmed" nor "over the memory bound".
-    def crowded_compiles(cfg, label, round_=0, heap=None):
-        return {"status": "ok", "step_s": 0.01, "step_mean_s": 0.01, "compile_time_s": 1.0 if cfg.compiles else 0.0,
-                "peak_memory_mb": 10.0, "core_wait_share": 0.4 if cfg.compiles else 0.01, "load_average": 2.0}
-
-    d = confirm([], Scoring(steps=1000, eager_step_s=0.01), crowded_compiles, rounds=2, log=lambda line: None,
+    d = confirm([], Scoring(steps=1000, eager_step_s=0.01), crowded(compiled=True), rounds=2, log=lambda line: None,
                 heap_apart=False)
     assert d["verdict"] == "undecided" and d["reason"].startswith("the machine was busy"), d["reason"]
     assert d["choice"] == EAGER.to_dict() and "best" not in d
@@ -214,11 +220,7 @@ def test_compiled_processes_that_were_all_crowded_are_undecided_not_failed():
 
 def test_eager_processes_that_were_all_crowded_are_undecided_not_a_failed_confirmation():
     # Seen in a test run beside a zoo run on this VM: every eager process waited for a core
-    def crowded_eager(cfg, label, round_=0, heap=None):
-        return {"status": "ok", "step_s": 0.01, "step_mean_s": 0.01, "compile_time_s": 1.0 if cfg.compiles else 0.0,
-                "peak_memory_mb": 10.0, "core_wait_share": 0.01 if cfg.compiles else 0.4, "load_average": 2.6}
-
-    d = confirm([], Scoring(steps=1000, eager_step_s=0.01), crowded_eager, rounds=2, log=lambda line: None,
+    d = confirm([], Scoring(steps=1000, eager_step_s=0.01), crowded(compiled=False), rounds=2, log=lambda line: None,
                 heap_apart=False)
     assert "failed" not in d and d["verdict"] == "undecided", d
     assert d["reason"].startswith("the machine was busy") and d["choice"] == EAGER.to_dict(), d["reason"]
