@@ -148,7 +148,7 @@ def test_a_race_the_budget_cuts_short_keeps_its_error_rates():
     null = verdicts(true={PLAIN_COMPILE.key(): 1.0, TUNED.key(): 1.0}, spread=0.05, cut=4)
     assert null.get("compile", 0) <= 0.05, null
     assert coverage({PLAIN_COMPILE.key(): 1.05, TUNED.key(): 1.25}, spread=0.08, cut=4) >= 0.95
-    paired = paired_verdicts(true={PLAIN_COMPILE.key(): 1.0, TUNED.key(): 1.0}, spread=0.15, inner=0.03, cut=4)
+    paired = verdicts(paired=True, true={PLAIN_COMPILE.key(): 1.0, TUNED.key(): 1.0}, spread=0.15, inner=0.03, cut=4)
     assert paired.get("compile", 0) <= 0.05, paired
 
 
@@ -271,14 +271,6 @@ def test_a_clear_win_is_decided_though_the_searchs_cold_compile_was_slower_than_
 # ----------------------------------------------------------------------------- paired processes
 
 
-def paired_verdicts(runs: int = RUNS, **kw) -> dict[str, float]:
-    counts: dict[str, int] = {}
-    for seed in range(runs):
-        v = race(seed=seed, paired=True, **kw)[0]["verdict"]
-        counts[v] = counts.get(v, 0) + 1
-    return {k: n / runs for k, n in counts.items()}
-
-
 # T5-small on the zoo (2026-12-03): 1.17x, 40 s of compile, eager's 10,000 steps 1,096 s, fresh
 # processes 14.9 % apart; 9 rounds fitted in its --budget and left it undecided
 T5_LIKE = dict(true={PLAIN_COMPILE.key(): 1.17, TUNED.key(): 1.17}, spread=0.15, inner=0.03, compile_s=40.0,
@@ -286,14 +278,14 @@ T5_LIKE = dict(true={PLAIN_COMPILE.key(): 1.17, TUNED.key(): 1.17}, spread=0.15,
 
 
 def test_paired_processes_decide_a_win_that_processes_15_percent_apart_leave_undecided():
-    paired = paired_verdicts(runs=100, **T5_LIKE)
+    paired = verdicts(paired=True, runs=100, **T5_LIKE)
     alone = verdicts(runs=100, **T5_LIKE)
     assert paired.get("compile", 0) >= 0.95, paired
     assert alone.get("compile", 0) < paired.get("compile", 0), (alone, paired)
 
 
 def test_paired_a_config_that_saves_nothing_is_called_compile_at_most_5_percent_of_the_time():
-    rates = paired_verdicts(true={PLAIN_COMPILE.key(): 1.0, TUNED.key(): 1.0}, spread=0.15, inner=0.03)
+    rates = verdicts(paired=True, true={PLAIN_COMPILE.key(): 1.0, TUNED.key(): 1.0}, spread=0.15, inner=0.03)
     assert rates.get("compile", 0) <= 0.05, rates
 
 
