@@ -6,6 +6,7 @@ import sys
 import torch
 from torch import nn
 
+from tuner.core.config import CompileConfig
 from tuner.measure.mix import timing_mix
 from tuner.measure.steps import Step
 from tuner.measure.timing import time_steps
@@ -21,8 +22,13 @@ class Recording(nn.Module):
         self.calls: list[tuple[int, bool]] = []
 
     def forward(self, x):
-        self.calls.append((x.shape[0], torch.compiler.is_compiling()))
+        self.note(x)
         return self.linear(x)
+
+    @torch.compiler.disable
+    def note(self, x) -> None:
+        # run outside the graph on every call; a compiled forward is an instance attribute (steps.py)
+        self.calls.append((x.shape[0], "forward" in vars(self)))
 
 
 class Workload:
@@ -37,17 +43,21 @@ def _step_over(schedule_sizes):
     return model, step, schedule, timing_mix(schedule[0], schedule)
 
 
-def test_the_schedule_is_timed_in_arrival_order_on_both_sides_and_covered_whole():
+def test_the_schedule_is_timed_in_arrival_order_step_by_step_on_both_sides_and_covered_whole():
     sizes = [1, 2, 1, 3, 2, 5, 1, 1, 2, 3, 1, 2]  # 4 distinct sizes: windows of at least 8 steps
     model, step, schedule, mix = _step_over(sizes)
+    step.compile(CompileConfig(backend="eager"))
     timing = time_steps(step, mix, schedule, rounds=3, measure_seconds=0.0, estimates=[1e-3] * len(mix),
                         device="cpu")
-    seen = [n for n, _ in model.calls]
-    # three windows of 8 steps that follow on from each other (wrapping round the 12 inputs), each run
-    # as eager and then (the same window again) as the other side, in the schedule's order
-    windows = [seen[i:i + 8] for i in range(0, len(seen), 16)]
+    calls = model.calls
+    # three windows of 8 steps that follow on from each other (wrapping round the 12 inputs), in
+    # the schedule's order, each input stepped on both sides, which goes first flipped each step
+    windows = [[n for n, _ in calls[i:i + 16:2]] for i in range(0, len(calls), 16)]
     assert windows == [sizes[:8], sizes[8:] + sizes[:4], sizes[4:12]]
-    assert all(seen[i:i + 8] == seen[i + 8:i + 16] for i in range(0, len(seen), 16))
+    assert [n for n, _ in calls[::2]] == [n for n, _ in calls[1::2]]
+    firsts = [compiled for _, compiled in calls[::2]]
+    assert firsts == [(r + k) % 2 == 1 for r in range(3) for k in range(8)]  # eager, compiled, eager, ...
+    assert all(a != b for (_, a), (_, b) in zip(calls[::2], calls[1::2]))
     figures = timing.figures()
     assert figures["arrival_order"] and figures["timing"] == "beside"
     assert len(figures["round_ratios"]) == 3 and figures["speedup"] > 0

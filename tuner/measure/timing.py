@@ -1,8 +1,11 @@
 """Steady step times of a trial: eager and compiled side by side, or the compiled side alone.
 
-**Side by side** (``spec.timing == "beside"``, the search): round by round, eager then compiled
-(the order flipped every round), so machine drift hits both alike; the speedup is the ratio of
-the mix's weighted step times measured in one process.
+**Side by side** (``spec.timing == "beside"``, the search, and confirmation's paired processes):
+step by step, each input stepped eager and compiled in turn, which goes first flipped every step
+(A B B A), so machine drift hits both alike; the speedup is the ratio of the mix's weighted step
+times measured in one process. Blocks of each side in turn (16 steps of BERT a side, ~4 s) let
+drift hit one side: rounds of one process read 0.87x-1.12x and processes differed by 4 % once
+paired (docs/statistics.md).
 
 **Alone** (``"alone"``): only the config's own side is timed, as a user's process runs it;
 confirmation runs eager so, and every config so where glibc's heap is not pinned: timing eager
@@ -102,15 +105,16 @@ def time_steps(step, mix: list[MixEntry], schedule: list | None, rounds: int, me
     times: dict[bool, list[list[float]]] = {False: [[] for _ in mix], True: [[] for _ in mix]}
     ratios: list[float | None] = []
     for r in range(rounds):
-        order = sides if r % 2 == 0 else list(reversed(sides))
         sums = {False: 0.0, True: 0.0}
-        for inputs in blocks[r]:
-            for is_compiled in order:
+        items = [item for inputs in blocks[r] for item in inputs]
+        for k, item in enumerate(items):
+            # both sides step by step, which goes first flipped each step (A B B A): drift lasting
+            # a few steps hits both alike, where a block of each side let it hit one
+            for is_compiled in (sides if (r + k) % 2 == 0 else list(reversed(sides))):
                 with step.mode(is_compiled):
-                    for item in inputs:
-                        took = timed(lambda x=item: step(x), device)[0]
-                        times[is_compiled][index[signature(item)]].append(took)
-                        sums[is_compiled] += took
+                    took = timed(lambda x=item: step(x), device)[0]
+                times[is_compiled][index[signature(item)]].append(took)
+                sums[is_compiled] += took
         ratios.append(None if alone or not sums[True] else sums[False] / sums[True])
     return Timing(mix, times[False], times[True], ratios, arrival_order=bool(schedule))
 
