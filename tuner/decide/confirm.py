@@ -5,7 +5,7 @@ The search picked its finalists from one timing each; a lucky config wins that w
 confirmation measures plain ``torch.compile`` and the finalists again in fresh processes only,
 interleaved round by round (A B C A B C ...) so slow phases of the machine hit every candidate
 alike. Where glibc's heap is pinned (or on a GPU), each config's process times eager beside it,
-alternating blocks of steps, and the speedup is paired within processes (tuner/decide/stats.py:
+stepping both in turn, and the speedup is paired within processes (tuner/decide/stats.py:
 a process's own luck, the largest noise here, cancels); elsewhere each process runs its config
 alone. Eager also runs alone, first in each round (and last, unpaired), for the level totals are
 made of and, on CPU with the heap pinned, once more as a user's process starts today (heap

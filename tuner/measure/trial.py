@@ -7,7 +7,7 @@ tuner/measure/steps.py). What is measured, in order:
    eager peak memory, and whether a step draws random numbers (dropout);
 2. the compile: the first compiled step, warm-up steps, then the input schedule once (its
    recompiles and their cost); compile time and compile-time peak memory;
-3. steady step times over the shape mix, eager and compiled alternately, round by round, so
+3. steady step times over the shape mix, eager and compiled in turn, step by step, so
    machine drift hits both alike (or the config's own side alone, for confirmation), the input
    schedule in arrival order (tuner/measure/timing.py);
 4. steady peak memory of compiled steps over the mix;
