@@ -29,16 +29,17 @@ sys.path.insert(0, str(ROOT))
 
 from tuner.core.spec import TrialSpec  # noqa: E402
 from tuner.decide.confirm import CONFIRM_TIMING_SHARE  # noqa: E402
+from tuner.decide.trial_runner import shared_timing  # noqa: E402
 from tuner.isolated import run_isolated  # noqa: E402
 from tuner.study import StudySettings  # noqa: E402
 
 
 def spec(a) -> TrialSpec:
     """As tuner/decide/trial_runner.py asks for a confirmation process at ``--share`` of the timing."""
-    rounds, seconds = StudySettings.rounds, StudySettings.measure_seconds
+    rounds, seconds = shared_timing(StudySettings.rounds, StudySettings.measure_seconds, a.share)
     return TrialSpec(workload=str(Path(a.workload).resolve()), config=json.loads(a.config), task=a.task,
-                     threads=a.threads, rounds=max(2, math.ceil(rounds * a.share)) if a.share < 1 else rounds,
-                     measure_seconds=seconds * a.share, heap="pinned", timing="beside", check_correctness=False)
+                     threads=a.threads, rounds=rounds, measure_seconds=seconds, heap="pinned", timing="beside",
+                     check_correctness=False)
 
 
 def sd(values: list[float]) -> float:

@@ -16,12 +16,12 @@ t-interval on that log contrast.
 
 **Paired processes.** Most of that spread is the process's own (where its pages and threads
 landed, what the machine did during its seconds) and hits eager and a compiled config alike when
-one process times both (in blocks of steps then; step by step since, ~2 %): measured on a 4-block transformer here, 16
-fresh processes each, the ratio of eager alone over compiled alone in neighbouring processes
-spread 14.4 % and the ratio inside one process 4.2 %, the same speedup (1.13x, 1.11x). So where
-the heap is pinned (which removed the one bias timing in one process had: docs/zoo.md) each
-confirmation process of a config times eager beside it, and the model takes the process's
-effect ``pi_p`` in place of the round's:
+one process times both (then in blocks of steps; step by step since: docs/statistics.md):
+measured on a 4-block transformer here, 16 fresh processes each, the ratio of eager alone over
+compiled alone in neighbouring processes spread 14.4 % and the ratio inside one process 4.2 %,
+the same speedup (1.13x, 1.11x). So where the heap is pinned (which removed the one bias timing
+in one process had: docs/zoo.md) each confirmation process of a config times eager beside it,
+and the model takes the process's effect ``pi_p`` in place of the round's:
 
     log step(c, p) = mu_c + pi_p + e
 

@@ -78,10 +78,10 @@ class TrialRunner:
     def spec(self, config: CompileConfig, timing_share: float = 1.0, timing: str = "beside") -> TrialSpec:
         """What the trial process is asked to do: the study's settings, this config, this timing."""
         s = self.settings
-        rounds = max(2, math.ceil(s.rounds * timing_share)) if timing_share < 1 else s.rounds
+        rounds, seconds = shared_timing(s.rounds, s.measure_seconds, timing_share)
         return TrialSpec(
             workload=str(Path(s.workload).resolve()), config=config.to_dict(), task=s.task, device=s.device,
-            threads=s.threads, seed=s.seed, measure_seconds=s.measure_seconds * timing_share, rounds=rounds,
+            threads=s.threads, seed=s.seed, measure_seconds=seconds, rounds=rounds,
             trial_memory_limit_mb=s.trial_memory_limit_mb, heap=s.heap, timing=timing, **lane_fields(),
             nproc=s.nproc, nnodes=s.nnodes, rdzv_endpoint=s.rdzv_endpoint, data_parallel=s.data_parallel,
             # a rank waits this long in one collective before the trial fails as a hang: half the
@@ -103,3 +103,9 @@ class TrialRunner:
             return {}
         return {"compile_time_warm_s": max(0.0, float(warm["first_step_s"]) - float(result.get("step_s") or 0.0)),
                 "warm_compile_wall_s": warm.get("trial_wall_s")}
+
+
+def shared_timing(rounds: int, measure_seconds: float, share: float) -> tuple[int, float]:
+    """A trial's timing rounds and seconds at ``share`` of the study's (confirmation's shorter
+    processes): at least two rounds, so each side goes first once."""
+    return (max(2, math.ceil(rounds * share)) if share < 1 else rounds), measure_seconds * share

@@ -4,8 +4,8 @@
 step by step, each input stepped eager and compiled in turn, which goes first flipped every step
 (A B B A), so machine drift hits both alike; the speedup is the ratio of the mix's weighted step
 times measured in one process. Blocks of each side in turn (16 steps of BERT a side, ~4 s) let
-drift hit one side: rounds of one process read 0.87x-1.12x and processes differed by 4 % once
-paired (docs/statistics.md).
+drift hit one side: rounds of one process read 0.87x-1.23x and processes differed by 5.3 %
+once paired, 2.0 % step by step (docs/statistics.md).
 
 **Alone** (``"alone"``): only the config's own side is timed, as a user's process runs it;
 confirmation runs eager so, and every config so where glibc's heap is not pinned: timing eager
