@@ -171,9 +171,10 @@ def table(names: list[str], repeat: int = REPEAT) -> str:
              f"{(rows[0]['tuned_on'].get('torch') if rows else '?')}, threads "
              f"{(rows[0]['tuned_on'].get('threads') if rows else '?')}. `python benchmarks/zoo.py` rebuilds it.", "",
              "| model | date, commit | task, budget | verdict | confirmed speedup (95 % interval) | spread (run) | "
-             "re-measured speedup (95 % interval) | noise floor (re-measure) | agree? | in one process (search; "
-             "re-measure) | time to verdict | phases | peak memory |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "saving (95 % interval) | re-measured speedup (95 % interval) | noise floor (re-measure) | agree? | "
+             "heap's gain (95 % interval) | in one process (search; re-measure) | time to verdict | phases | "
+             "peak memory |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         m, rm, ph = r["m"], r["rm"], r["phases"]
         rng = m.get("speedup_interval") or [None, None]
@@ -189,12 +190,30 @@ def table(names: list[str], repeat: int = REPEAT) -> str:
         lines.append(
             f"| {r['name']} | {r['run'].get('date', '?')}, `{r['run'].get('commit', '?')}` | "
             f"{r['run']['task']}, {r['run']['budget']} | {r['verdict']} | {confirmed} | "
-            f"{_spread(m)} | {re_} | {_pct(rm.get('noise_floor'))} | "
+            f"{_spread(m)} | {_saving(m)} | {re_} | {_pct(rm.get('noise_floor'))} | "
             f"{_agrees(m, rm)}{' (re-measure of run 1)' if rm.get('shared_from') else ''} | "
+            f"{_with_interval(m.get('heap_gain'), m.get('heap_gain_interval'), _x)} | "
             f"{_x(m.get('search_speedup_in_process'))}; "
             f"{_x(rm.get('in_process_speedup'))} | {r['run']['wall_s'] / 60:.1f} min | {phase_text} | "
             f"{'-' if memory is None else f'{memory:.0f} MB'} |")
     return "\n".join(lines) + "\n"
+
+
+def _with_interval(value, interval, fmt) -> str:
+    lo, hi = interval or (None, None)
+    if value is None:
+        return "-"
+    return f"{fmt(value)} ({fmt(lo)} to {fmt(hi)})" if lo is not None and hi is not None else f"{fmt(value)}"
+
+
+def _saving(m: dict) -> str:
+    """The quoted config's saving over eager's total, with its 95 % interval, in seconds."""
+    def seconds(v) -> str:
+        return f"{float(v):+,.0f} s"
+
+    total = m.get("eager_total_time_s")
+    text = _with_interval(m.get("saving_s"), m.get("saving_interval_s"), seconds)
+    return text if text == "-" or not total else f"{text} of {float(total):,.0f} s"
 
 
 def _eager_memory(results: Path) -> float | None:

@@ -67,14 +67,24 @@ class Machine:
 
 
 def race(true: dict[str, float], spread: float, seed: int, finalists=(TUNED,), steps: int = 100_000,
-         rounds: int | None = None, paired: bool = False, cut: int | None = None, **machine) -> tuple[dict, Machine]:
-    """One race; ``cut``: a --budget that fits no round after that many."""
+         rounds: int | None = None, paired: bool = False, cut: int | None = None, processes: int | None = None,
+         **machine) -> tuple[dict, Machine]:
+    """One race; ``cut``: a --budget that fits no round after that many; ``processes``: a
+    --budget that fits that many confirmation processes (a round runs only while all of it fits)."""
     m = Machine(true, spread, seed, **machine)
     search_cold = {c.key(): m.compile_s for c in [PLAIN_COMPILE, *finalists]} if m.compile_s else None
     asked = itertools.count(1)  # round_fits is asked before each round after the first
+    spent = [0]
+
+    def fits(n: int, ran: int) -> bool:
+        if processes:
+            spent[0] += ran
+            return spent[0] + n <= processes
+        return next(asked) < cut
+
     d = confirm(list(finalists), Scoring(steps=steps, eager_step_s=0.01), m,
                 rounds=rounds or TuneOptions.confirm_rounds, log=lambda line: None, search_cold=search_cold,
-                paired=paired, round_fits=(lambda n, ran: next(asked) < cut) if cut else None)
+                paired=paired, round_fits=fits if cut or processes else None)
     return d, m
 
 
