@@ -12,10 +12,10 @@ from transformers import LlamaConfig, LlamaForCausalLM
 
 TASK = "train"
 #: Long enough for the rounds that decide it on a 2-core machine (docs/zoo.md, measurement 4). 13m
-#: until 2026-12-04: about 15 confirmation processes, which decide a true 1.05x-1.06x nearly
-#: always at 1.4 % between paired processes but 57-72 % of the time at 2.8 % (simulated, 300 races
-#: each), and run 2 at `ab21535` measured 2.8 %: undecided, against run 1's compile. 17m fits about
-#: 24 processes (87-96 %); a race that decides sooner stops sooner.
+#: until 2026-12-04: about 15 confirmation processes, which decide a true 1.06x 99.75 % of the
+#: time at 1.4 % between paired processes but 76 % at 2.8 % (benchmarks/error_rates.py, 400 races),
+#: and run 2 at `ab21535` measured 2.8 %: undecided, against run 1's compile. 17m fits about 24
+#: processes (97 %); a race that decides sooner stops sooner.
 BUDGET = "17m"
 
 BATCH, SEQ = 1, 64
