@@ -177,8 +177,7 @@ def table(names: list[str], repeat: int = REPEAT) -> str:
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         m, rm, ph = r["m"], r["rm"], r["phases"]
-        rng = m.get("speedup_interval") or [None, None]
-        within = f"({_x(rng[0])}-{_x(rng[1])})" if None not in rng else "(no interval)"
+        within = _interval(m.get("speedup_interval"))
         confirmed = f"{_x(m.get('speedup_vs_eager'))} {within}" if m.get("speedup_vs_eager") else (
             f"best compiled {m.get('best_compiled') or '-'}: {_x(m.get('best_compiled_speedup'))} {within}")
         if m.get("confirm_rounds"):
@@ -192,28 +191,32 @@ def table(names: list[str], repeat: int = REPEAT) -> str:
             f"{r['run']['task']}, {r['run']['budget']} | {r['verdict']} | {confirmed} | "
             f"{_spread(m)} | {_saving(m)} | {re_} | {_pct(rm.get('noise_floor'))} | "
             f"{_agrees(m, rm)}{' (re-measure of run 1)' if rm.get('shared_from') else ''} | "
-            f"{_with_interval(m.get('heap_gain'), m.get('heap_gain_interval'), _x)} | "
+            f"{_heap(m)} | "
             f"{_x(m.get('search_speedup_in_process'))}; "
             f"{_x(rm.get('in_process_speedup'))} | {r['run']['wall_s'] / 60:.1f} min | {phase_text} | "
             f"{'-' if memory is None else f'{memory:.0f} MB'} |")
     return "\n".join(lines) + "\n"
 
 
-def _with_interval(value, interval, fmt) -> str:
-    lo, hi = interval or (None, None)
-    if value is None:
-        return "-"
-    return f"{fmt(value)} ({fmt(lo)} to {fmt(hi)})" if lo is not None and hi is not None else f"{fmt(value)}"
+def _interval(pair, fmt=_x, sep: str = "-") -> str:
+    """``(low-high)`` of a 95 % interval, as every column of the table writes it."""
+    lo, hi = pair or (None, None)
+    return "(no interval)" if lo is None or hi is None else f"({fmt(lo)}{sep}{fmt(hi)})"
+
+
+def _heap(m: dict) -> str:
+    """Eager pinned over eager as a user's process starts, with its 95 % interval."""
+    return "-" if m.get("heap_gain") is None else f"{_x(m['heap_gain'])} {_interval(m.get('heap_gain_interval'))}"
 
 
 def _saving(m: dict) -> str:
-    """The quoted config's saving over eager's total, with its 95 % interval, in seconds."""
-    def seconds(v) -> str:
-        return f"{float(v):+,.0f} s"
-
+    """The quoted config's saving over eager's total, with its 95 % interval (as docs/zoo.md
+    words it: ``+663 s (+342 to +965 s) of eager's 5,152 s``)."""
+    if m.get("saving_s") is None:
+        return "-"
+    within = _interval(m.get("saving_interval_s"), lambda v: f"{float(v):+,.0f}", " to ").replace(")", " s)")
     total = m.get("eager_total_time_s")
-    text = _with_interval(m.get("saving_s"), m.get("saving_interval_s"), seconds)
-    return text if text == "-" or not total else f"{text} of {float(total):,.0f} s"
+    return f"{float(m['saving_s']):+,.0f} s {within}" + (f" of eager's {float(total):,.0f} s" if total else "")
 
 
 def _eager_memory(results: Path) -> float | None:
