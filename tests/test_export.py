@@ -1,10 +1,13 @@
 """`compile-tune export`: each tool's block loaded by that tool's own code where it is installed
-(accelerate's TorchDynamoPlugin and `accelerate launch`, HF TrainingArguments and Trainer, inductor's
-environment variables), torchtitan and vLLM in tests/test_export_titan_vllm.py;
-what is not carried is named; best_config.yaml holds the blocks under `exports:`; the CLI; the
+(accelerate's config file by its ClusterConfig and `accelerate launch`, its TorchDynamoPlugin, HF
+TrainingArguments and Trainer, inductor's environment variables), torchtitan and vLLM in
+tests/test_export_titan_vllm.py; what is not carried is named, on the text a user pastes, for one
+process and for many ranks; best_config.yaml holds the blocks under `exports:`; the CLI; the
 accelerate example."""
 from __future__ import annotations
 
+import dataclasses
+import inspect
 import json
 import os
 import subprocess
@@ -14,7 +17,7 @@ import pytest
 import torch
 import yaml
 from conftest import ROOT
-from export_configs import CONFIGS, IDS, tuned_dict
+from export_configs import CONFIGS, IDS, ranked_dict, tuned_dict
 
 from tuner.core.config import CompileConfig, TunedConfig
 from tuner.export import (
@@ -25,6 +28,8 @@ from tuner.export import (
     render,
 )
 from tuner.export.best_config import load_tuned_config, save_tuned_config
+from tuner.export.parallelism import ACCELERATE_DDP_DEFAULTS
+from tuner.system.heap import ENV as HEAP_ENV
 
 accelerate = pytest.importorskip("accelerate")
 from accelerate.utils import DynamoBackend, TorchDynamoPlugin  # noqa: E402
@@ -84,12 +89,110 @@ def test_accelerate_launch_with_the_exported_dynamo_config_gives_the_tuned_plugi
     assert json.loads(proc.stdout.strip().splitlines()[-1]) == expected_plugin(cfg)
 
 
-def test_accelerate_names_dynamic_none_as_lost_under_accelerate_launch():
-    block = export(tuned_dict(CONFIGS[1]), "accelerate")
-    assert "dynamo_use_dynamic" not in block["dynamo_config"]
-    lost = {x["setting"]: x for x in block["not_carried"]}
-    assert "dynamic=False" in lost["dynamic"]["why"]
-    assert "ran the rest eagerly" in lost["target"]["why"], "accelerate's regional compile is not the tuner's blocks"
+def test_accelerate_launch_keeps_dynamic_none_and_names_the_regional_difference(tmp_path, clean_env):
+    text, _ = render(tuned_dict(CONFIGS[1]), "accelerate", source="best_config.yaml", label="x")
+    assert "dynamo_use_dynamic" not in yaml.safe_load(text)["dynamo_config"]
+    for name, value in launched_env(text, tmp_path).items():
+        clean_env.setenv(name, value)
+    assert TorchDynamoPlugin().dynamic is None, "accelerate launch leaves ACCELERATE_DYNAMO_USE_DYNAMIC unset"
+    lost = {x["setting"]: x for x in export(tuned_dict(CONFIGS[1]), "accelerate")["not_carried"]}
+    assert set(lost) == {"target"} and "ran the rest eagerly" in lost["target"]["why"]
+
+
+def launched_env(text: str, tmp_path, script: str = "train.py") -> dict[str, str]:
+    """The ACCELERATE_* and FSDP_* variables `accelerate launch --config_file FILE` gives the
+    processes it starts, from accelerate's own argument handling (no process is started)."""
+    from accelerate.commands.launch import _validate_launch_command, launch_command_parser
+    from accelerate.utils.launch import prepare_multi_gpu_env, prepare_simple_launcher_cmd_env
+
+    config_file = tmp_path / "accelerate.yaml"
+    config_file.write_text(text)
+    args, _, _ = _validate_launch_command(launch_command_parser().parse_args(["--config_file", str(config_file),
+                                                                             script]))
+    env = prepare_multi_gpu_env(args) if args.use_fsdp or args.multi_gpu else prepare_simple_launcher_cmd_env(args)[1]
+    env["num_processes"] = str(args.num_processes)
+    return {k: v for k, v in env.items() if k.startswith(("ACCELERATE_", "FSDP_")) or k == "num_processes"}
+
+
+def cluster_config(text: str, tmp_path):
+    """The file as accelerate reads it: ClusterConfig refuses a key it does not have."""
+    from accelerate.commands.config.config_args import ClusterConfig
+
+    path = tmp_path / "accelerate.yaml"
+    path.write_text(text)
+    return ClusterConfig.from_yaml_file(str(path))
+
+
+# --------------------------------------------------------------------------- many ranks and the environment
+
+
+@pytest.mark.parametrize("tuned", [*(tuned_dict(c) for c in CONFIGS), ranked_dict("ddp", bucket_cap_mb=100),
+                                   ranked_dict("fsdp2", device="cuda", block_class="Block")],
+                         ids=[*IDS, "ddp-cpu", "fsdp2-cuda"])
+def test_the_accelerate_file_holds_only_keys_of_accelerates_own_classes(tuned, tmp_path):
+    from accelerate.commands.launch import launch_command_parser
+
+    text, _ = render(tuned, "accelerate", source="best_config.yaml", label="x")
+    loaded = cluster_config(text, tmp_path)  # a key ClusterConfig lacks is a ValueError
+    data = yaml.safe_load(text)
+    assert loaded.num_processes == data["num_processes"] and loaded.distributed_type.value == data["distributed_type"]
+    options = {a.dest for a in launch_command_parser()._actions}
+    assert set(data["dynamo_config"]) <= options and set(data.get("fsdp_config", {})) <= options
+
+
+def test_a_two_rank_ddp_accelerate_export_shows_the_processes_and_names_the_bucket_and_heap(tmp_path):
+    tuned = ranked_dict("ddp", bucket_cap_mb=100, threads=1)
+    text, _ = render(tuned, "accelerate", source="best_config.yaml", label="x")
+    data = yaml.safe_load(text)
+    assert (data["num_processes"], data["num_machines"], data["distributed_type"]) == (2, 1, "MULTI_CPU")
+    assert "carries every setting" not in text
+    lost = text[text.index("# NOT CARRIED"):]
+    for line in ("data_parallel.bucket_cap_mb=100", "DistributedDataParallelKwargs(bucket_cap_mb=100)", "heap=pinned",
+                 *(f"export {k}={v}" for k, v in HEAP_ENV.items()), "threads=1", "export OMP_NUM_THREADS=1",
+                 "processes=2", "ACCELERATE_USE_CPU=true torchrun --nproc_per_node 2 train.py"):
+        assert line in lost, line
+    gpu = ranked_dict("ddp", device="cuda", heap=False, threads=None)  # bucket 25: accelerate's default
+    block = export(gpu, "accelerate")
+    assert not block["not_carried"] and block["config_file"]["distributed_type"] == "MULTI_GPU"
+    assert launched_env(render(gpu, "accelerate", source="b", label="x")[0], tmp_path)["num_processes"] == "2"
+
+
+def test_accelerates_ddp_defaults_are_the_installed_accelerates():
+    from accelerate.utils import DistributedDataParallelKwargs
+
+    kwargs = DistributedDataParallelKwargs()
+    assert {k: getattr(kwargs, k) for k in ACCELERATE_DDP_DEFAULTS} == ACCELERATE_DDP_DEFAULTS
+
+
+def test_accelerate_fsdp2_reaches_accelerates_plugin_with_the_block_class_or_names_it(tmp_path, clean_env):
+    from accelerate.utils import FullyShardedDataParallelPlugin
+
+    tuned = ranked_dict("fsdp2", device="cuda", block_class="Block", reshard_after_forward=False, heap=False,
+                        threads=None)
+    text, _ = render(tuned, "accelerate", source="best_config.yaml", label="x")
+    for name, value in launched_env(text, tmp_path).items():
+        clean_env.setenv(name, value)
+    plugin = FullyShardedDataParallelPlugin()
+    assert (plugin.fsdp_version, plugin.reshard_after_forward, plugin.transformer_cls_names_to_wrap) == (
+        2, False, ["Block"])
+    assert "carries every setting" in text
+    unknown = export(ranked_dict("fsdp2", device="cuda", heap=False, threads=None), "accelerate")
+    lost = {x["setting"]: x for x in unknown["not_carried"]}
+    assert lost["fsdp_transformer_layer_cls_to_wrap"]["fix"] == ["fsdp_transformer_layer_cls_to_wrap: BlockClassName"]
+    bf16 = ranked_dict("fsdp2", "compile", device="cuda", cfg=CompileConfig(target="blocks", precision="bf16"))
+    assert "fsdp mixed precision policy" in {x["setting"] for x in export(bf16, "accelerate")["changes_measured"]}
+
+
+def test_a_plain_single_process_compile_carries_every_setting_and_says_so():
+    for target in ("accelerate", "hf-trainer", "env", "vllm"):
+        text, header = render(tuned_dict(CompileConfig()), target, source="best_config.yaml", label="x")
+        assert "carries every setting of the measured config" in header, target
+        assert not any(line.startswith("NOT CARRIED") for line in header), target
+    tuned = TunedConfig(CompileConfig(), tuned_on={"threads": 4}).to_dict()
+    text, header = render(tuned, "accelerate", source="best_config.yaml", label="x")
+    assert "carries every setting" not in text and "export OMP_NUM_THREADS=4" in text
+    assert "carries every setting" in "".join(render(tuned, "env", source="b", label="x")[1])
+    assert "export OMP_NUM_THREADS=4" in render(tuned, "env", source="b", label="x")[0]
 
 
 # --------------------------------------------------------------------------- Hugging Face Trainer
@@ -130,11 +233,42 @@ def test_stay_eager_exports_do_not_compile(tmp_path):
     blocks = exports(tuned_dict(CompileConfig(target="none"), verdict="stay_eager"))
     assert TrainingArguments(**blocks["hf-trainer"]["training_args"], output_dir=str(tmp_path)).torch_compile is False
     assert TorchDynamoPlugin(**blocks["accelerate"]["plugin"]).backend == DynamoBackend.NO
-    assert blocks["accelerate"]["dynamo_config"] == {"dynamo_backend": "NO"}
+    assert blocks["accelerate"]["config_file"]["dynamo_config"] == {"dynamo_backend": "NO"}
     assert blocks["env"]["variables"] == {"ACCELERATE_DYNAMO_BACKEND": "NO"}
     assert blocks["torchtitan"]["compile"] == {"enable": False}
-    assert blocks["vllm"]["compilation_config"] == {"mode": 0}
+    assert blocks["vllm"]["compilation_config"] == {"mode": 0, "cudagraph_mode": "NONE"}
     assert all(not block["not_carried"] for block in blocks.values())
+
+
+@pytest.mark.parametrize("tuned", [*(tuned_dict(c) for c in CONFIGS), ranked_dict("ddp", "compile", bucket_cap_mb=50),
+                                   ranked_dict("fsdp2", block_class="Block", reshard_after_forward=False)],
+                         ids=[*IDS, "ddp", "fsdp2"])
+def test_training_arguments_fields_are_the_installed_transformers(tuned, tmp_path):
+    from transformers import HfArgumentParser, TrainingArguments
+
+    args = export(tuned, "hf-trainer")["training_args"]
+    assert set(args) <= {f.name for f in dataclasses.fields(TrainingArguments)}
+    read = inspect.getsource(TrainingArguments._process_fsdp_args)
+    assert all(f'"{key}"' in read for key in args.get("fsdp_config", {})), "a key the Trainer never reads"
+    text, _ = render(tuned, "hf-trainer", source="best_config.yaml", label="x")
+    (tmp_path / "args.yaml").write_text(text)
+    (parsed,) = HfArgumentParser(TrainingArguments).parse_yaml_file(str(tmp_path / "args.yaml"))
+    assert parsed.ddp_bucket_cap_mb == args.get("ddp_bucket_cap_mb")
+
+
+def test_the_trainer_gets_the_ddp_and_fsdp2_settings_and_the_launch_line(tmp_path):
+    from transformers import TrainingArguments
+
+    ddp = export(ranked_dict("ddp", "compile", bucket_cap_mb=50), "hf-trainer")
+    assert ddp["training_args"]["ddp_bucket_cap_mb"] == 50
+    assert ddp["training_args"]["ddp_find_unused_parameters"] is False  # left unset, the Trainer passes True
+    lost = {x["setting"]: x for x in ddp["not_carried"]}
+    assert lost["processes"]["fix"][0] == "torchrun --nproc_per_node 2 train.py"
+    assert {"heap", "threads"} <= set(lost)
+    fsdp = export(ranked_dict("fsdp2", block_class="Block", reshard_after_forward=False), "hf-trainer")
+    args = TrainingArguments(**fsdp["training_args"], output_dir=str(tmp_path), use_cpu=True, report_to=[])
+    assert args.fsdp_plugin_args["reshard_after_forward"] is False
+    assert args.fsdp_plugin_args["transformer_cls_names_to_wrap"] == "Block"
 
 
 # --------------------------------------------------------------------------- environment variables
@@ -182,7 +316,7 @@ def test_accelerate_plugin_carries_inductor_options_into_torch_compile(clean_env
     torch.compile(torch.nn.Linear(2, 2), **kwargs)  # accepted: compiling waits for the first call
     why = {x["setting"]: x["why"] for x in block["not_carried"]}["options.freezing"]
     assert why.startswith("carried by `plugin` only")
-    assert block["dynamo_config"]["dynamo_mode"] == "max-autotune-no-cudagraphs"  # the config file keeps the mode
+    assert block["config_file"]["dynamo_config"]["dynamo_mode"] == "max-autotune-no-cudagraphs"  # the file keeps it
 
 
 def test_a_float32_config_turns_the_trainers_tf32_off(tmp_path):
@@ -277,7 +411,7 @@ def test_cli_exports_every_target_of_a_results_folder(results, cli, tmp_path):
     exported = json.loads((tmp_path / "x.json").read_text())
     assert exported["config"]["target"] == "blocks" and set(exported["exports"]) == set(TARGETS) - {"json"}
     proc = cli("export", str(results), "--to", "vllm")
-    assert json.loads(proc.stdout) == {"mode": 1, "backend": "aot_eager"}
+    assert json.loads(proc.stdout) == {"mode": 1, "backend": "aot_eager", "cudagraph_mode": "NONE"}
     assert "NOT CARRIED" in proc.stderr, "JSON has no comments: the list goes to the terminal"
 
 

@@ -1,16 +1,17 @@
 """`compile-tune export --to torchtitan|vllm`: torchtitan's own config classes and command-line
-parser take the block; vLLM's block holds only keys of vLLM's own CompilationConfig, read from
-vLLM 0.33.0's source into tests/data/ (vLLM needs its own CUDA torch and cannot be installed beside
-the CPU wheel), and names what vLLM changes beyond it."""
+parser take the block, data-parallel degrees included; vLLM's block holds only keys (and
+CUDAGraphMode names) of vLLM's own CompilationConfig, read from vLLM 0.33.0's source into
+tests/data/ (vLLM needs its own CUDA torch and cannot be installed beside the CPU wheel), pins
+cudagraph_mode, and names what vLLM changes beyond it."""
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
 import pytest
-from export_configs import CONFIGS, IDS, tuned_dict
+from export_configs import CONFIGS, IDS, ranked_dict, tuned_dict
 
-from tuner.core.config import CompileConfig
+from tuner.core.config import CompileConfig, TunedConfig
 from tuner.export import TORCHTITAN_PROCESS_SETTINGS, VLLM_PROCESS_CHANGES, VLLM_RELEASE, export, render
 
 #: vLLM's CompilationConfig, read from the release's own vllm/config/compilation.py
@@ -23,7 +24,7 @@ def _torchtitan_job():
     import dataclasses
 
     from torchtitan.config import CompileConfig as TitanCompile
-    from torchtitan.config import TrainingConfig
+    from torchtitan.config import ParallelismConfig, TrainingConfig
     from torchtitan.config.manager import ConfigManager
 
     ConfigManager()  # registers torchtitan's tyro rules
@@ -31,7 +32,8 @@ def _torchtitan_job():
     # built with real types (this module's annotations are strings, which tyro would resolve here)
     return dataclasses.make_dataclass("Job", [
         ("compile", TitanCompile, dataclasses.field(default_factory=TitanCompile)),
-        ("training", TrainingConfig, dataclasses.field(default_factory=TrainingConfig))], kw_only=True)
+        ("training", TrainingConfig, dataclasses.field(default_factory=TrainingConfig)),
+        ("parallelism", ParallelismConfig, dataclasses.field(default_factory=ParallelismConfig))], kw_only=True)
 
 
 @pytest.mark.parametrize("cfg", CONFIGS, ids=IDS)
@@ -80,7 +82,9 @@ def test_vllm_compilation_config_holds_only_keys_of_vllms_own_class(cfg):
     settings = json.loads(text)
     assert VLLM_RECORD["vllm"] == VLLM_RELEASE and VLLM_RECORD["CompilationMode"]["STOCK_TORCH_COMPILE"] == "1"
     assert set(settings) <= set(VLLM_RECORD["CompilationConfig"])
-    assert settings == {"mode": 1, "backend": cfg.backend}
+    assert settings["cudagraph_mode"] in VLLM_RECORD["CUDAGraphMode"]
+    graphs = "FULL" if cfg.mode in ("reduce-overhead", "max-autotune") else "NONE"  # inductor's cudagraph modes
+    assert settings == {"mode": 1, "backend": cfg.backend, "cudagraph_mode": graphs}
     assert any(line.startswith("NOT CARRIED") for line in header), "every config here loses something in vLLM"
 
 
@@ -92,7 +96,7 @@ def test_vllm_names_what_mode_1_drops_and_what_vllm_changes():
     assert {"mode", "options.freezing", "dynamic"} <= lost
     assert "inductor_compile_config" not in block["compilation_config"]
     changed = {x["setting"]: x["value"] for x in block["changes_measured"]}
-    assert changed == {name: value for name, (value, _) in VLLM_PROCESS_CHANGES.items()}
+    assert changed == {**{name: value for name, (value, _) in VLLM_PROCESS_CHANGES.items()}, "cudagraph_mode": "FULL"}
     assert any("fail_on_recompile" in n and "modes 2 and 3 only" in n for n in block["notes"])
     text, header = render(tuned_dict(cfg), "vllm", source="best_config.yaml", label="x")
     assert "CHANGES WHAT WAS MEASURED: the tool itself also sets:" in header
@@ -117,3 +121,48 @@ def test_torchtitan_bf16_is_fsdp2s_parameter_cast_and_says_it_is_not_autocast():
     change = next(x for x in block["changes_measured"] if x["setting"] == "training.mixed_precision_param")
     assert "MixedPrecisionPolicy" in change["why"] and "autocast" in change["why"]
     assert not any("torch.autocast(dtype=torch.bfloat16) on a single device" in n for n in block["notes"])
+
+
+def test_torchtitan_takes_the_ranks_as_its_own_parallelism_fields_and_names_what_it_replaces():
+    import importlib.util
+
+    import tyro
+    from torchtitan.config import ParallelismConfig
+    from torchtitan.config.manager import custom_registry
+
+    # torchtitan 0.3.0 as installed: no DDP and no bucket size anywhere (replicate is FSDP2 on a replicate mesh)
+    root = Path(importlib.util.find_spec("torchtitan").submodule_search_locations[0])
+    source = "".join(p.read_text() for p in root.rglob("*.py"))
+    assert "def apply_ddp" not in source and "bucket_cap_mb" not in source
+    tuned = ranked_dict("ddp", "compile", bucket_cap_mb=100,
+                        cfg=CompileConfig(target="blocks", backend="inductor", fullgraph=True))
+    block = export(tuned, "torchtitan")
+    assert ParallelismConfig(**block["parallelism"]).data_parallel_replicate_degree == 2
+    text, header = render(tuned, "torchtitan", source="best_config.yaml", label="x")
+    job = tyro.cli(_torchtitan_job(), args=text.strip().splitlines()[-1].split(), registry=custom_registry)
+    assert (job.parallelism.data_parallel_replicate_degree, job.parallelism.data_parallel_shard_degree) == (2, 1)
+    assert {"data_parallel.wrap", "data_parallel.optimize_ddp", "heap", "threads"} <= {
+        x["setting"] for x in block["not_carried"]}
+    assert "carries every setting" not in text and "export OMP_NUM_THREADS=2" in text
+    fsdp = export(ranked_dict("fsdp2", nnodes=2, reshard_after_forward=True), "torchtitan")
+    assert ParallelismConfig(**fsdp["parallelism"]).fsdp_reshard_after_forward == "always"
+    assert fsdp["parallelism"]["data_parallel_shard_degree"] == 4
+    assert [x["setting"] for x in fsdp["changes_measured"]] == ["root reshard_after_forward"]
+    assert fsdp["training"] == {"mixed_precision_param": "float32"}, "eager was measured in float32 too"
+
+
+def test_vllm_pins_cudagraph_mode_from_what_the_measured_compile_ran():
+    def graphs(cfg, **on):
+        tuned = TunedConfig(cfg, tuned_on=on).to_dict()
+        return export(tuned, "vllm")["compilation_config"]["cudagraph_mode"]
+
+    assert graphs(CompileConfig(mode="reduce-overhead"), device="cuda") == "FULL"
+    assert graphs(CompileConfig(mode="reduce-overhead"), device="cpu") == "NONE", "no CUDA graph ran on a CPU"
+    assert graphs(CompileConfig(options={"triton.cudagraphs": True}), device="cuda") == "FULL"
+    assert graphs(CompileConfig(backend="cudagraphs"), device="cuda") == "FULL"
+    assert graphs(CompileConfig(mode="max-autotune-no-cudagraphs"), device="cuda") == "NONE"
+    assert graphs(CompileConfig(target="none")) == "NONE"
+    note = next(n for n in export(tuned_dict(CompileConfig()), "vllm")["notes"] if "cudagraph_mode" in n)
+    assert "pinned" in note and "PIECEWISE" in note
+    ranked = export(ranked_dict("ddp", "compile", cfg=CompileConfig()), "vllm")
+    assert {"data_parallel", "heap", "threads"} <= {x["setting"] for x in ranked["not_carried"]}

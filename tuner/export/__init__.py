@@ -64,8 +64,9 @@ def export(tuned: Mapping[str, Any], target: str) -> dict[str, Any]:
 
 
 _USAGE = {
-    "accelerate": ["put `dynamo_config` into your accelerate config file (accelerate launch --config_file FILE),",
-                   "or, for `python train.py` without accelerate launch, set the ACCELERATE_DYNAMO_* variables below,",
+    "accelerate": ["save this as FILE and run: accelerate launch --config_file FILE train.py",
+                   "(or merge its keys into your accelerate config file);",
+                   "or, for `python train.py` without accelerate launch, set the ACCELERATE_* variables below,",
                    "or in Python: Accelerator(dynamo_plugin=TorchDynamoPlugin(**plugin)) with `plugin` below"],
     "hf-trainer": ["TrainingArguments(**these, output_dir=...),",
                    "or HfArgumentParser(TrainingArguments).parse_yaml_file(FILE)"],
@@ -99,13 +100,13 @@ def render(tuned: Mapping[str, Any], target: str, *, source: str, label: str) ->
     lost = block["not_carried"]
     if lost:
         header.append("NOT CARRIED: a run from this export differs from the measured config in:")
-        header += [f"  - {x['setting']}={_value(x['value'])}: {x['why']}" for x in lost]
+        header += _listed(lost)
     else:
         header.append("carries every setting of the measured config")
     changes = block.get("changes_measured") or []
     if changes:
         header.append("CHANGES WHAT WAS MEASURED: the tool itself also sets:")
-        header += [f"  - {x['setting']}={_value(x['value'])}: {x['why']}" for x in changes]
+        header += _listed(changes)
     header.append(f'lossless: model = tuner.apply_config(model, "{source}")')
     return _BODIES[target](block, header), header
 
@@ -121,6 +122,15 @@ def _env_lines(block: Mapping[str, Any], target: str) -> list[str]:
     return []
 
 
+def _listed(records: list[dict[str, Any]]) -> list[str]:
+    """Each lost or changed setting, by name and value, with why and the exact lines that set it."""
+    lines = []
+    for x in records:
+        lines.append(f"  - {x['setting']}={_value(x['value'])}: {x['why']}")
+        lines += [f"      {line}" for line in x.get("fix", [])]
+    return lines
+
+
 def _value(value: Any) -> str:
     return "null" if value is None else str(value)
 
@@ -130,9 +140,7 @@ def _comments(header: list[str]) -> str:
 
 
 _BODIES = {
-    "accelerate": lambda b, h: _comments(h) + yaml.safe_dump(
-        {"dynamo_config": b["dynamo_config"], **({"mixed_precision": b["mixed_precision"]} if "mixed_precision" in b
-                                                 else {})}, sort_keys=False),
+    "accelerate": lambda b, h: _comments(h) + yaml.safe_dump(b["config_file"], sort_keys=False),
     "hf-trainer": lambda b, h: _comments(h) + yaml.safe_dump(b["training_args"], sort_keys=False),
     "env": lambda b, h: _comments(h) + "".join(f"export {k}={shlex.quote(v)}\n" for k, v in b["variables"].items())
     + "".join(f"unset {k}\n" for k in b["unset"]),

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._common import _common_losses, _lost, _mode_options, _option_losses, _View
-from .parallelism import accelerate_parallelism
+from ._common import _common_losses, _environment_losses, _lost, _mode_options, _option_losses, _View
+from .parallelism import accelerate_parallelism, trainer_parallelism
 
 #: The backends accelerate's ``TorchDynamoPlugin`` accepts (its ``DynamoBackend``, accelerate
-#: 1.15.0); the Hugging Face Trainer builds the same plugin. tests/test_export.py checks the list
+#: 1.16.0); the Hugging Face Trainer builds the same plugin. tests/test_export.py checks the list
 #: against the installed accelerate.
 ACCELERATE_BACKENDS = (
     "eager", "aot_eager", "inductor", "aot_ts_nvfuser", "nvprims_nvfuser", "cudagraphs", "ofi", "fx2trt",
@@ -72,11 +72,20 @@ def _dynamo_env(plugin: dict[str, Any] | None) -> tuple[dict[str, str], list[str
 
 
 def _accelerate(c: _View) -> dict[str, Any]:
+    """accelerate's config file (every key of it the measured config sets, checked against
+    accelerate's ``ClusterConfig``), the ACCELERATE_* variables and the plugin for runs without
+    ``accelerate launch``, and what none of them carries."""
     block = _accelerate_compile(c)
-    parallelism, lost = accelerate_parallelism(c)
-    if parallelism:  # tuned on many ranks (tuner/export/parallelism.py)
-        block["parallelism"] = parallelism
-        block["not_carried"] = block["not_carried"] + lost
+    keys, dp_lost, dp_changes, notes = accelerate_parallelism(c)
+    if keys:  # tuned on many ranks (tuner/export/parallelism.py)
+        block["parallelism"] = keys
+    block["config_file"] = {
+        "compute_environment": "LOCAL_MACHINE", "distributed_type": "NO", "num_processes": 1, "num_machines": 1,
+        **{k: v for k, v in keys.items() if k != "python"}, **({"use_cpu": True} if c.on_cpu else {}),
+        "mixed_precision": block.get("mixed_precision", "no"), "dynamo_config": block.pop("dynamo_config")}
+    block["not_carried"] = block["not_carried"] + dp_lost + _environment_losses(c, "accelerate")
+    block["changes_measured"] = block.get("changes_measured", []) + dp_changes
+    block["notes"] = block.get("notes", []) + notes
     return block
 
 
@@ -88,10 +97,10 @@ def _accelerate_compile(c: _View) -> dict[str, Any]:
                 "not_carried": lost}
     dynamo_config = {"dynamo_backend": plugin["backend"].upper(), "dynamo_mode": plugin["mode"],
                      "dynamo_use_fullgraph": plugin["fullgraph"]}
-    if c.dynamic is None:
-        lost.insert(0, _lost("dynamic", None, "`accelerate launch` always sets ACCELERATE_DYNAMO_USE_DYNAMIC from "
-                             "dynamo_use_dynamic (false when absent), so a launched run compiles with dynamic=False; "
-                             "without accelerate launch, `env` and `plugin` keep dynamic=None"))
+    notes = []
+    if c.dynamic is None:  # absent, accelerate launch 1.16 leaves ACCELERATE_DYNAMO_USE_DYNAMIC unset: None holds
+        notes.append("dynamic=None: dynamo_use_dynamic is left out, which accelerate launch 1.16 passes on as None "
+                     "(older releases passed False)")
     else:
         dynamo_config["dynamo_use_dynamic"] = c.dynamic
     dynamo_config["dynamo_use_regional_compilation"] = plugin["use_regional_compilation"]
@@ -106,17 +115,29 @@ def _accelerate_compile(c: _View) -> dict[str, Any]:
              "changes_measured": _accelerate_tf32(c, "accelerate")}
     if c.precision:  # a top-level key of accelerate's config file; Accelerator() reads the variable
         block["mixed_precision"] = env["ACCELERATE_MIXED_PRECISION"] = _ACCELERATE_MIXED_PRECISION[c.precision]
-        block["notes"] = [_ACCELERATE_NOTES[c.precision]]
+        notes.append(_ACCELERATE_NOTES[c.precision])
+    block["notes"] = notes
     return block
 
 
 def _hf_trainer(c: _View) -> dict[str, Any]:
+    """TrainingArguments: the compile fields, precision and the DDP/FSDP2 fields; the launcher
+    starts the processes, and the environment holds what neither says (the heap pin, threads)."""
+    block = _trainer_compile(c)
+    fields, dp_lost, dp_changes = trainer_parallelism(c)
+    block["training_args"].update(fields)
+    block["not_carried"] = block["not_carried"] + dp_lost + _environment_losses(c, "the Trainer")
+    block["changes_measured"] = block.get("changes_measured", []) + dp_changes
+    return block
+
+
+def _trainer_compile(c: _View) -> dict[str, Any]:
     """TrainingArguments carry backend and mode; the Trainer's TorchDynamoPlugin reads fullgraph,
     dynamic and regional compilation from ACCELERATE_DYNAMO_* (transformers 5.x, Trainer)."""
     plugin, lost = _accelerate_settings(c, "the Hugging Face Trainer")
     if plugin is None:
         return {"training_args": {"torch_compile": False}, "env": {}, "unset": [], "not_carried": lost}
-    args = {"torch_compile": True, "torch_compile_backend": c.backend}
+    args: dict[str, Any] = {"torch_compile": True, "torch_compile_backend": c.backend}
     if c.mode:
         args["torch_compile_mode"] = c.mode
     env, unset = _dynamo_env(plugin)
@@ -141,7 +162,7 @@ def _hf_trainer(c: _View) -> dict[str, Any]:
 
 def _accelerate_tf32(c: _View, tool: str) -> list[dict[str, Any]]:
     """accelerate's AcceleratorState turns TF32 matmuls on whenever it compiles on CUDA with
-    mixed_precision "no" (accelerate/state.py, 1.15): a float32 config then runs TF32 matmuls."""
+    mixed_precision "no" (accelerate/state.py, 1.16): a float32 config then runs TF32 matmuls."""
     if not c.compiles or c.precision:
         return []
     return [_lost("torch.backends.cuda.matmul.allow_tf32", True, f"on CUDA, {tool} sets it whenever it compiles with "

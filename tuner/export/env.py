@@ -1,5 +1,6 @@
 """Environment variables: accelerate's ACCELERATE_DYNAMO_* and inductor's TORCHINDUCTOR_* (read
-from torch's own source), and glibc malloc's thresholds where the trials pinned them."""
+from torch's own source), glibc malloc's thresholds where the trials pinned them, and
+OMP_NUM_THREADS at the thread count the trials ran at."""
 from __future__ import annotations
 
 import ast
@@ -7,9 +8,9 @@ import functools
 from typing import Any
 
 from ..system.config_defaults import torch_file
-from ..system.heap import ENV as HEAP_ENV
-from ._common import _lost, _mode_options, _View
+from ._common import _lost, _mode_options, _View, heap_variables, thread_variables
 from .accelerate import _ACCELERATE_MIXED_PRECISION, _ACCELERATE_NOTES, _accelerate_settings, _dynamo_env
+from .parallelism import unsupported_parallelism
 
 
 @functools.lru_cache(maxsize=1)
@@ -103,9 +104,14 @@ def _env(c: _View) -> dict[str, Any]:
         notes.append("ACCELERATE_MIXED_PRECISION is read by Accelerator() without a mixed_precision argument; "
                      + _ACCELERATE_NOTES[c.precision])
     if c.heap_pinned:
-        variables.update(HEAP_ENV)
+        variables.update(heap_variables(c))
         notes.append("MALLOC_* pin glibc malloc's thresholds, as every trial was measured (CPU step times otherwise "
                      "depend on what the process ran before); glibc reads them when the process starts")
+    if c.threads:
+        variables.update(thread_variables(c))
+        notes.append(f"OMP_NUM_THREADS={c.threads}: the torch thread count every trial ran at (the verdict holds at "
+                     "it); set, it also keeps torchrun from starting each of many processes at 1 thread")
     if any(k.startswith("TORCHINDUCTOR_") for k in variables):
         notes.append("TORCHINDUCTOR_* are read once, when torch is imported, and apply to every compile in the process")
+    lost += unsupported_parallelism(c, "environment variables", launches=True)
     return {"variables": variables, "unset": unset, "notes": notes, "not_carried": lost}

@@ -1,24 +1,38 @@
 """What the tools carry of a config tuned on many ranks (``tuned_on.data_parallel``: DDP or FSDP2,
 with ``config.data_parallel``'s settings, tuner/core/data_parallel.py), and what they cannot.
 
-Read from the tools' own code: torchtitan's ``apply_ddp`` wraps with
-``replicate(model, bucket_cap_mb=100)`` and sets ``optimize_ddp = "ddp_optimizer"`` when it
-compiles (``python_reducer_without_compiled_forward`` with compiled autograd); its ``apply_fsdp``
-takes ``parallelism.fsdp_reshard_after_forward`` (``default``: every block but the last reshards;
-``always``; ``never``) for the blocks and reshards the root after forward. accelerate 1.15 builds DDP
-from ``DistributedDataParallelKwargs(bucket_cap_mb=...)`` (Python only) and FSDP2 from its config
-file's ``fsdp_config`` (``fsdp_version: 2``, ``fsdp_reshard_after_forward``); neither sets
-``torch._dynamo.config.optimize_ddp``.
+Read from the tools' own code:
+
+- accelerate 1.16: the config file holds ``num_processes``, ``num_machines``, ``distributed_type``
+  and FSDP2's ``fsdp_config`` (``fsdp_version: 2``, ``fsdp_reshard_after_forward``,
+  ``fsdp_auto_wrap_policy``, ``fsdp_transformer_layer_cls_to_wrap``); DDP's bucket size exists only
+  in Python (``DistributedDataParallelKwargs(bucket_cap_mb=...)``, 25 MB by default, DDP's own).
+  ``accelerate launch`` starts many CPU processes only through mpirun (``mpirun_config``): without
+  it a MULTI_CPU config runs one process. Under FSDP with ``mixed_precision: bf16`` it also casts
+  the parameters (``MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=bf16)``) besides autocast.
+- transformers 5.x ``TrainingArguments``: ``ddp_bucket_cap_mb``, ``ddp_find_unused_parameters``
+  (left unset, the Trainer passes ``find_unused_parameters=True`` for a model that is not a
+  ``PreTrainedModel``), ``fsdp``/``fsdp_config``; the processes come from the launcher.
+- torchtitan 0.3.0 (and its main branch, read 2026): no DDP and no ``bucket_cap_mb``:
+  ``data_parallel_replicate_degree`` runs FSDP2's ``fully_shard`` over a replicate mesh
+  (``apply_fsdp_to_decoder``), so gradients are all-reduced per sharded unit (each block, the
+  embeddings, the norm and output together), not in DDP buckets, and nothing sets
+  ``torch._dynamo.config.optimize_ddp``. ``parallelism.fsdp_reshard_after_forward`` (``always``,
+  ``never``) applies to the blocks; the root's ``fully_shard`` takes fully_shard's default, which
+  keeps the root's parameters gathered after forward.
 """
 from __future__ import annotations
 
 from typing import Any
 
-from ..core.data_parallel import resolved
-from ._common import _lost, _View
+from ..core.data_parallel import describe_data_parallel, resolved
+from ._common import _lost, _View, launch_line
 
-#: torchtitan's fixed DDP bucket (apply_ddp).
-TORCHTITAN_BUCKET_MB = 100
+#: accelerate's ``DistributedDataParallelKwargs`` defaults for the DDP settings the tuner measures
+#: or leaves at DDP's own default (accelerate 1.16; tests/test_export.py checks them).
+ACCELERATE_DDP_DEFAULTS = {"bucket_cap_mb": 25, "find_unused_parameters": False, "gradient_as_bucket_view": False,
+                           "static_graph": False, "broadcast_buffers": True}
+_FIND_BLOCKS = "tuner.find_block_classes(model) names it"
 
 
 def settings_of(c: _View) -> dict[str, Any] | None:
@@ -27,11 +41,90 @@ def settings_of(c: _View) -> dict[str, Any] | None:
     return resolved(c.data_parallel, wrap) if wrap else None
 
 
-def _ranks(c: _View) -> tuple[int, int]:
-    """``(ranks in all, machines)`` the config was measured on."""
-    on = c.tuned_on or {}
-    machines = int(on.get("nnodes") or 1)
-    return int(on.get("nproc") or 1) * machines, machines
+def _total(c: _View) -> int:
+    return c.nproc * c.nnodes
+
+
+def _optimize_ddp_lost(dp: dict[str, Any], tool: str) -> list[dict[str, Any]]:
+    if dp.get("optimize_ddp", "ddp_optimizer") == "ddp_optimizer":
+        return []  # FSDP2, or torch's default, which a tool that does not touch it keeps
+    return [_lost("data_parallel.optimize_ddp", dp["optimize_ddp"], f"{tool} does not set "
+                  "torch._dynamo.config.optimize_ddp (torch's default is ddp_optimizer); set it before the first "
+                  "compiled call", [f'torch._dynamo.config.optimize_ddp = "{dp["optimize_ddp"]}"'])]
+
+
+def _block_class_lost(c: _View, key: str, tool: str) -> list[dict[str, Any]]:
+    if c.block_class:
+        return []
+    return [_lost(key, None, f"the measured run sharded every instance of the model's repeated block class, then the "
+                  f"model; {tool} wraps the classes named here, else a Hugging Face model's _no_split_modules, else "
+                  f"none (every parameter in one unit). Name the class ({_FIND_BLOCKS})",
+                  [f"{key}: BlockClassName"])]
+
+
+def _bf16_cast(c: _View, dp: dict[str, Any], tool: str) -> list[dict[str, Any]]:
+    if dp["wrap"] != "fsdp2" or c.precision != "bf16":
+        return []
+    return [_lost("fsdp mixed precision policy", "param_dtype=bfloat16, reduce_dtype=bfloat16", f"{tool} gives FSDP2 "
+                  "a MixedPrecisionPolicy under bf16: parameters are cast to bfloat16 and gradients reduced in it, "
+                  "besides the autocast; the measured config ran autocast alone (float32 parameters and reductions)")]
+
+
+def accelerate_parallelism(c: _View) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]],
+                                               list[str]]:
+    """``(config file keys and the Python line, not carried, changes, notes)`` for accelerate."""
+    dp = settings_of(c)
+    if dp is None:
+        return {}, [], [], []
+    keys: dict[str, Any] = {"num_processes": _total(c), "num_machines": c.nnodes,
+                            "distributed_type": "MULTI_CPU" if c.on_cpu else "MULTI_GPU"}
+    lost, notes = _optimize_ddp_lost(dp, "accelerate"), []
+    if dp["wrap"] == "fsdp2":
+        keys["distributed_type"] = "FSDP"
+        keys["fsdp_config"] = {"fsdp_version": 2, "fsdp_reshard_after_forward": dp["reshard_after_forward"],
+                               "fsdp_auto_wrap_policy": "TRANSFORMER_BASED_WRAP"}
+        if c.block_class:
+            keys["fsdp_config"]["fsdp_transformer_layer_cls_to_wrap"] = c.block_class
+        lost += _block_class_lost(c, "fsdp_transformer_layer_cls_to_wrap", "accelerate")
+    else:
+        line = f"Accelerator(kwargs_handlers=[DistributedDataParallelKwargs(bucket_cap_mb={dp['bucket_cap_mb']:g})])"
+        keys["python"] = line
+        fix = ["from accelerate.utils import DistributedDataParallelKwargs", line]
+        if dp["bucket_cap_mb"] != ACCELERATE_DDP_DEFAULTS["bucket_cap_mb"]:
+            lost.insert(0, _lost("data_parallel.bucket_cap_mb", dp["bucket_cap_mb"], "accelerate's config file has no "
+                                 "DDP bucket size (accelerate's default is 25 MB); build the Accelerator with it",
+                                 fix))
+        else:
+            notes.append(f"DDP bucket {dp['bucket_cap_mb']:g} MB is accelerate's default, as measured (to pin it: "
+                         f"{line})")
+    if c.on_cpu:
+        lost.insert(0, _lost("processes", _total(c), "on CPU, accelerate launch starts the processes only through "
+                             "mpirun (mpirun_config: {mpirun_hostfile: FILE}); without it it starts one. Or start "
+                             "them with torchrun, with the ACCELERATE_* variables above set (the config file is read "
+                             "by accelerate launch only)",
+                             [f"ACCELERATE_USE_CPU=true {launch_line(c)}"]))
+    if c.nnodes > 1:
+        notes.append("on each machine, add machine_rank (0 to machines - 1), main_process_ip and main_process_port")
+    return keys, lost, _bf16_cast(c, dp, "accelerate"), notes
+
+
+def trainer_parallelism(c: _View) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
+    """``(TrainingArguments fields, not carried, changes)`` for the Hugging Face Trainer."""
+    dp = settings_of(c)
+    if dp is None:
+        return {}, [], []
+    lost = [_lost("processes", _total(c), "TrainingArguments hold no process count: the launcher starts them "
+                  f"({c.nnodes} machine(s)); launch the training script with", [launch_line(c),
+                  f"or: accelerate launch --num_processes {_total(c)} --num_machines {c.nnodes} train.py"])]
+    lost += _optimize_ddp_lost(dp, "the Trainer")
+    if dp["wrap"] == "ddp":
+        return {"ddp_bucket_cap_mb": dp["bucket_cap_mb"], "ddp_find_unused_parameters": False}, lost, []
+    fsdp_config: dict[str, Any] = {"version": 2, "reshard_after_forward": dp["reshard_after_forward"],
+                                   "auto_wrap_policy": "TRANSFORMER_BASED_WRAP"}
+    if c.block_class:
+        fsdp_config["transformer_layer_cls_to_wrap"] = [c.block_class]
+    lost += _block_class_lost(c, "fsdp_config.transformer_layer_cls_to_wrap", "the Trainer")
+    return {"fsdp": True, "fsdp_config": fsdp_config}, lost, _bf16_cast(c, dp, "the Trainer (through accelerate)")
 
 
 def torchtitan_parallelism(c: _View) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
@@ -39,38 +132,35 @@ def torchtitan_parallelism(c: _View) -> tuple[dict[str, Any], list[dict[str, Any
     dp = settings_of(c)
     if dp is None:
         return {}, [], []
-    nproc, _ = _ranks(c)
     if dp["wrap"] == "fsdp2":
         policy = "always" if dp["reshard_after_forward"] else "never"
-        return ({"data_parallel_shard_degree": nproc, "fsdp_reshard_after_forward": policy}, [],
-                [_lost("root reshard_after_forward", True, "torchtitan reshards the root module after forward "
-                       "whatever the policy; the measured run used the blocks' setting for the root too")]
-                if not dp["reshard_after_forward"] else [])
-    lost, changes = [], []
-    if dp["bucket_cap_mb"] != TORCHTITAN_BUCKET_MB:
-        changes.append(_lost("data_parallel.bucket_cap_mb", TORCHTITAN_BUCKET_MB, f"torchtitan's apply_ddp fixes DDP's "
-                             f"bucket at {TORCHTITAN_BUCKET_MB} MB; the measured config ran {dp['bucket_cap_mb']:g} MB "
-                             "(the overlap and, with ddp_optimizer, the graphs differ)"))
-    if dp["optimize_ddp"] != "ddp_optimizer":
-        lost.append(_lost("data_parallel.optimize_ddp", dp["optimize_ddp"], "torchtitan sets optimize_ddp to "
-                          "ddp_optimizer whenever it compiles (python_reducer_without_compiled_forward with "
-                          "compiled autograd)"))
-    return {"data_parallel_replicate_degree": nproc, "data_parallel_shard_degree": 1}, lost, changes
+        changes = [_lost("root reshard_after_forward", False, "torchtitan shards the root with fully_shard's "
+                         "default, which keeps the root's parameters gathered after forward; the measured run "
+                         "resharded the root too")] if dp["reshard_after_forward"] else []
+        return {"data_parallel_shard_degree": _total(c), "fsdp_reshard_after_forward": policy}, [], changes
+    lost = [_lost("data_parallel.wrap", "ddp", "torchtitan 0.3 has no DistributedDataParallel: "
+                  "data_parallel_replicate_degree runs FSDP2's fully_shard over a replicate mesh (the same "
+                  "gradients, all-reduced per sharded unit)")]
+    lost.append(_lost("data_parallel.optimize_ddp", dp["optimize_ddp"], "torchtitan runs no DDP, so Dynamo's DDP "
+                      "graph splitting does not apply: each compiled block is one graph"))
+    changes = [_lost("data_parallel.bucket_cap_mb", "per sharded unit", "torchtitan's replicate (FSDP2) all-reduces "
+                     "the gradients of each block, of the embeddings and of the norm and output as one group each; "
+                     f"the measured DDP used {dp['bucket_cap_mb']:g} MB buckets (the overlap differs)")]
+    return {"data_parallel_replicate_degree": _total(c), "data_parallel_shard_degree": 1}, lost, changes
 
 
-def accelerate_parallelism(c: _View) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """``(accelerate config file and Python settings, not carried)``."""
+def unsupported_parallelism(c: _View, tool: str, launches: bool) -> list[dict[str, Any]]:
+    """What a tool that wraps no model for many ranks loses of a config tuned on many: environment
+    variables (``launches``: named with the torchrun line and apply_config, which do it) or vLLM,
+    which serves inference and has no counterpart for a training wrap."""
     dp = settings_of(c)
     if dp is None:
-        return {}, []
-    nproc, machines = _ranks(c)
-    if dp["wrap"] == "fsdp2":
-        return {"num_processes": nproc, "num_machines": machines, "distributed_type": "FSDP",
-                "fsdp_config": {"fsdp_version": 2, "fsdp_reshard_after_forward": dp["reshard_after_forward"],
-                                "fsdp_auto_wrap_policy": "TRANSFORMER_BASED_WRAP"}}, []
-    lost = [_lost("data_parallel.optimize_ddp", dp["optimize_ddp"], "accelerate does not set "
-                  "torch._dynamo.config.optimize_ddp; set it before building the Accelerator (torch's default is "
-                  "ddp_optimizer)")] if dp["optimize_ddp"] != "ddp_optimizer" else []
-    return {"num_processes": nproc, "num_machines": machines, "distributed_type": "MULTI_GPU or MULTI_CPU",
-            "python": f"Accelerator(kwargs_handlers=[DistributedDataParallelKwargs(bucket_cap_mb="
-                      f"{dp['bucket_cap_mb']:g})])"}, lost
+        return []
+    measured = f"{describe_data_parallel(dp)} on {_total(c)} processes ({c.nnodes} machine(s))"
+    if not launches:
+        return [_lost("data_parallel", measured, f"{tool} serves inference; it starts no training processes and "
+                      "wraps no model for them")]
+    return [_lost("processes", _total(c), f"{tool} start no processes; torchrun starts the measured ones",
+                  [launch_line(c)]),
+            _lost("data_parallel", describe_data_parallel(dp), f"{tool} wrap no model; tuner.apply_config(model, "
+                  "PATH_TO_best_config.yaml) in the script torchrun starts wraps it as measured")]
