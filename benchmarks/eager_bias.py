@@ -37,7 +37,7 @@ def alone_child(workload: str, task: str, threads: int, steps: int) -> None:
     import torch
 
     sys.path.insert(0, str(ROOT))
-    from tuner.workload import call_model, load_workload
+    from tuner.user.workload import call_model, load_workload
 
     torch.set_num_threads(threads)
     w = load_workload(workload)
@@ -80,7 +80,7 @@ def run_alone(a, steps: int) -> float | None:
 def run_trial(a, config: dict, work: Path, cache: Path, fresh: bool) -> dict:
     sys.path.insert(0, str(ROOT))
     from tuner.core.spec import TrialSpec
-    from tuner.isolated import run_isolated
+    from tuner.isolation.isolated import run_isolated
 
     spec = TrialSpec(workload=str(Path(a.workload).resolve()), config=config, task=a.task, threads=a.threads)
     if fresh:

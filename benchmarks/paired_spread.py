@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 from tuner.core.spec import TrialSpec  # noqa: E402
 from tuner.decide.confirm import CONFIRM_TIMING_SHARE  # noqa: E402
 from tuner.decide.trial_runner import shared_timing  # noqa: E402
-from tuner.isolated import run_isolated  # noqa: E402
+from tuner.isolation.isolated import run_isolated  # noqa: E402
 from tuner.study import StudySettings  # noqa: E402
 
 

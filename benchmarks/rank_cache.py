@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 
 from tuner.core.config import CompileConfig  # noqa: E402
 from tuner.core.spec import TrialSpec  # noqa: E402
-from tuner.isolated import run_isolated  # noqa: E402
+from tuner.isolation.isolated import run_isolated  # noqa: E402
 
 
 def measure(workload: str, target: str, nproc: int, work: Path, cache_mode: str, cache: Path | None) -> dict:

@@ -27,7 +27,7 @@ total time is; the speedup uses it), the median is printed beside it. The kinds 
 reversed round by round so drift of the machine hits all alike. All compiled processes share one
 ``TORCHINDUCTOR_CACHE_DIR`` (a temporary directory, removed at the end): only the first compiles
 cold. The only tuner code used: ``tuner.apply_config`` (``tuner.optimizer_step`` for a config
-that compiles the optimizer step), ``tuner.workload.load_workload`` and ``call_model``, and the
+that compiles the optimizer step), ``tuner.user.workload.load_workload`` and ``call_model``, and the
 YAML file itself. A verdict holds on the machine it was measured on: the torch version, thread
 count, CPU and date are printed with the figures.
 """

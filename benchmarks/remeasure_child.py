@@ -4,7 +4,7 @@
     python benchmarks/remeasure_child.py SPEC_JSON      (started by remeasure.py, never by hand)
 
 It writes its result as JSON to ``spec["out"]`` and prints it. The only tuner code it uses is what
-user code would: ``tuner.apply_config`` (``tuner.optimizer_step``), ``tuner.workload.load_workload``
+user code would: ``tuner.apply_config`` (``tuner.optimizer_step``), ``tuner.user.workload.load_workload``
 and ``call_model``.
 """
 from __future__ import annotations
@@ -77,7 +77,7 @@ def _build(w: Any, spec: dict, compiled: bool) -> tuple[Any, Callable[[Any], Non
 def _infer_step(model: Any) -> Callable[[Any], None]:
     import torch
 
-    from tuner.workload import call_model
+    from tuner.user.workload import call_model
 
     def run(inputs: Any) -> None:
         with torch.no_grad():
@@ -87,7 +87,7 @@ def _infer_step(model: Any) -> Callable[[Any], None]:
 
 
 def _train_step(model: Any, loss_fn: Callable, optimizer: Any, step: Callable[[], Any]) -> Callable[[Any], None]:
-    from tuner.workload import call_model
+    from tuner.user.workload import call_model
 
     def run(inputs: Any) -> None:
         optimizer.zero_grad(set_to_none=True)
@@ -161,7 +161,7 @@ def child(spec: dict) -> dict:
     import torch
 
     sys.path.insert(0, str(ROOT))
-    from tuner.workload import load_workload
+    from tuner.user.workload import load_workload
 
     if spec.get("threads"):
         torch.set_num_threads(spec["threads"])

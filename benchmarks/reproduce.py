@@ -28,7 +28,7 @@ def child(workload_path: str, config_path: str, threads: int, rounds: int, steps
 
     sys.path.insert(0, str(ROOT))
     import tuner
-    from tuner.workload import call_model, load_workload
+    from tuner.user.workload import call_model, load_workload
 
     torch.set_num_threads(threads)
     w = load_workload(workload_path)

@@ -31,7 +31,7 @@ def child(workload: str, config: dict, cycles: int, threads: int) -> dict:
     sys.path.insert(0, str(ROOT))
     import tuner
     from tuner.core.targets import target_modules
-    from tuner.workload import call_model, load_workload
+    from tuner.user.workload import call_model, load_workload
 
     torch.set_num_threads(threads)
     w = load_workload(workload)

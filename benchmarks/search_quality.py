@@ -33,7 +33,7 @@ from tuner.decide.search import Tuner  # noqa: E402
 from tuner.runtime.marks import distinct_shapes, varying_dims  # noqa: E402
 from tuner.space.search_space import load_space  # noqa: E402
 from tuner.study import StudyRun, StudySettings, has_repeated_blocks, open_store, open_study, scoring_from_study
-from tuner.workload import load_workload  # noqa: E402
+from tuner.user.workload import load_workload  # noqa: E402
 
 SPACE = str(ROOT / "benchmarks" / "sweep.yaml")
 

@@ -23,9 +23,11 @@ script prints the list for the config at hand; ``tuner.apply_config`` is the los
   ``ModuleList`` of same-class modules, and every other submodule separately (here also ``inp``
   and ``out``);
 - a compiled optimizer step (``compile_optimizer``; ``tuner.optimizer_step`` does it);
-- the warm-start compile cache saved beside best_config.yaml (only ``apply_config`` loads it);
-- ``dynamic: null`` under ``accelerate launch``, which always passes dynamic=False unless the
-  config file says ``dynamo_use_dynamic: true`` (this script builds the plugin itself, so None holds).
+- the warm-start compile cache saved beside best_config.yaml (only ``apply_config`` loads it).
+
+(``dynamic: null`` holds under ``accelerate launch`` too since accelerate 1.16: it sets
+``ACCELERATE_DYNAMO_USE_DYNAMIC`` only where the config file or the command line names it; before,
+it always passed dynamic=False.)
 """
 from __future__ import annotations
 

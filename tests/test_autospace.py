@@ -9,7 +9,7 @@ from tuner.run.pipeline import TuneOptions, search_space, tune
 from tuner.space.autospace import AUTO, ModelFacts, build_auto_space
 from tuner.space.search_space import CUDA_ONLY_BACKENDS, CUDA_ONLY_MODES, MARKED, MARKED_UNBACKED
 from tuner.study import ROLE_SEARCH
-from tuner.workload import load_workload
+from tuner.user.workload import load_workload
 
 
 def auto_space_of(workloads, name: str, task: str = "infer", device: str = "cpu"):

@@ -10,7 +10,7 @@ from tuner.core.config import CompileConfig, TunedConfig
 from tuner.core.errors import ConfigError
 from tuner.core.targets import find_block_classes, target_modules
 from tuner.export.best_config import load_tuned_config, save_tuned_config
-from tuner.workload import load_workload
+from tuner.user.workload import load_workload
 
 configs = st.builds(
     CompileConfig,

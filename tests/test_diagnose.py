@@ -3,8 +3,8 @@ recompiles explained with the user's own source lines."""
 import pytest
 
 from tuner.core.spec import TrialSpec
-from tuner.diagnose import CATEGORIES, break_hint
-from tuner.isolated import run_isolated
+from tuner.isolation.isolated import run_isolated
+from tuner.user.diagnose import CATEGORIES, break_hint
 
 
 def trial(workloads, tmp_path, name, timeout=120, **kwargs):
@@ -108,7 +108,7 @@ def test_check_of_a_clean_model_says_fullgraph_can_work(cli, workloads):
 
 @pytest.mark.parametrize("name", ["graph_breaks.py", "many_shapes.py"])
 def test_the_model_check_in_two_parts_finds_what_one_process_finds(workloads, tmp_path, name):
-    """The check's traces run in two processes side by side (tuner.isolated.check_model); joined,
+    """The check's traces run in two processes side by side (tuner.isolation.isolated.check_model); joined,
     they give the one-process check: breaks, every `dynamic` setting in order (the raised
     recompile limit of many_shapes.py included) and the same advice."""
     from tuner.core.shapes import merge_check_parts

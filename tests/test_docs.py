@@ -176,7 +176,7 @@ def test_workload_file_in_the_docs_loads_and_runs_eagerly(where, text, tmp_path)
     pytest.importorskip("transformers")
     import torch
 
-    from tuner.workload import call_model, load_workload
+    from tuner.user.workload import call_model, load_workload
 
     path = tmp_path / "my_model.py"
     path.write_text(text)

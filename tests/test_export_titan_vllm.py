@@ -147,7 +147,11 @@ def test_torchtitan_takes_the_ranks_as_its_own_parallelism_fields_and_names_what
     fsdp = export(ranked_dict("fsdp2", nnodes=2, reshard_after_forward=True), "torchtitan")
     assert ParallelismConfig(**fsdp["parallelism"]).fsdp_reshard_after_forward == "always"
     assert fsdp["parallelism"]["data_parallel_shard_degree"] == 4
-    assert [x["setting"] for x in fsdp["changes_measured"]] == ["root reshard_after_forward"]
+    assert not fsdp.get("changes_measured"), "the root is sharded with fully_shard's default in both"
+    kept = export(ranked_dict("fsdp2", nnodes=2, reshard_after_forward=True, keep_last_block_gathered=True),
+                  "torchtitan")
+    assert [x["setting"] for x in kept["not_carried"] if x["setting"].startswith("data_parallel")] == [
+        "data_parallel.keep_last_block_gathered"]
     assert fsdp["training"] == {"mixed_precision_param": "float32"}, "eager was measured in float32 too"
 
 

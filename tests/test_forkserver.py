@@ -6,9 +6,9 @@ from pathlib import Path
 
 from conftest import WORKLOADS
 
-from tuner import forkserver
 from tuner.core.spec import TrialSpec
-from tuner.isolated import preload_workload, prestart_launcher, run_isolated
+from tuner.isolation import forkserver
+from tuner.isolation.isolated import preload_workload, prestart_launcher, run_isolated
 from tuner.measure import launcher as forkserver_module
 
 MARK = "COMPILE_TUNE_TEST_MARK"

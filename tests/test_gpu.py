@@ -3,7 +3,7 @@ import pytest
 import torch
 
 from tuner.core.spec import TrialSpec
-from tuner.isolated import run_isolated
+from tuner.isolation.isolated import run_isolated
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 

@@ -10,7 +10,7 @@ import yaml
 from conftest import FAST, SPACES, WORKLOADS
 
 from tuner.core.spec import TrialSpec
-from tuner.isolated import run_isolated
+from tuner.isolation.isolated import run_isolated
 from tuner.system.launch import python_command
 
 

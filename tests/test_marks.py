@@ -12,10 +12,10 @@ from conftest import FAST, ROOT, SPACES, WORKLOADS
 from tuner.core.config import CompileConfig
 from tuner.core.errors import ConfigError
 from tuner.core.spec import TrialSpec
-from tuner.isolated import run_isolated
+from tuner.isolation.isolated import run_isolated
 from tuner.runtime.marks import distinct_shapes, varying_dims
 from tuner.space.search_space import load_space
-from tuner.workload import load_workload
+from tuner.user.workload import load_workload
 
 MARKS = {"0": {0: [2, 12]}}  # many_shapes.py: the batch dimension, 2 to 12
 REACHES_ONE = {"0": {0: [1, 16]}}  # batch_of_one.py: the batch dimension, 1 to 16

@@ -16,9 +16,9 @@ import pytest
 from tuner.core.config import CompileConfig
 from tuner.core.errors import TunerError
 from tuner.core.spec import TrialSpec
-from tuner.isolated import run_isolated
-from tuner.rank_board import Board, close_boards, parse_endpoint
-from tuner.rank_board import board as rank_board
+from tuner.isolation.isolated import run_isolated
+from tuner.ranks.board import Board, close_boards, parse_endpoint
+from tuner.ranks.board import board as rank_board
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKLOADS = ROOT / "tests" / "workloads"

@@ -1,22 +1,196 @@
 """`compile-tune package`: the winner of an inference run as a .pt2 that starts without compiling,
-checked in a fresh process against eager, its figures in best_config.yaml and the reports."""
+checked in a fresh process against eager, its figures in best_config.yaml and the reports; built
+for a named x86-64 ISA level (or refused, in one line, on a CPU without it), at the config's
+precision, falling back to the nearest config AOTInductor takes, and served from C++ by its record.
+
+The tests marked slow build packages with real AOTInductor compiles; the others check the pure parts."""
 import json
+import zipfile
 from pathlib import Path
 
 import pytest
 import torch
 import yaml
-from conftest import tune_one_inductor_trial
+from conftest import ROOT, tune_one_inductor_trial
 
+from tuner.core.config import CompileConfig
+from tuner.core.errors import ConfigError
 from tuner.core.spec import TrialSpec
-from tuner.isolated import run_isolated
+from tuner.isolation.isolated import run_isolated
+from tuner.runtime import machine_facts
+from tuner.runtime.machine_facts import LEVELS, NATIVE, choose_level, cuda_mismatch, highest_level, level_flags
+from tuner.runtime.package_meta import META_FIELDS, META_KEY, compiled_flags, read_metadata, refuse_cpu
 
-pytestmark = pytest.mark.slow
+V2 = list(LEVELS["x86-64-v2"])
+V3 = V2 + list(LEVELS["x86-64-v3"])
+V4 = V3 + list(LEVELS["x86-64-v4"])
+HERE = machine_facts.cpu_flags()
+x86_only = pytest.mark.skipif(not machine_facts.x86(), reason="x86-64 ISA levels")
 
 
+def altered(path: Path, to: Path, change) -> Path:
+    """A copy of the package at ``path`` whose compile-tune record is ``change(record)``."""
+    with zipfile.ZipFile(path) as src, zipfile.ZipFile(to, "w") as dst:
+        for item in src.infolist():
+            data = src.read(item)
+            if item.filename.endswith("_metadata.json"):
+                meta = json.loads(data)
+                meta[META_KEY] = json.dumps(change(json.loads(meta[META_KEY])))
+                data = json.dumps(meta).encode()
+            dst.writestr(item, data)
+    return to
+
+
+def needing(flag: str):
+    """A record change: its code requires ``flag`` besides what it does."""
+    return lambda meta: {**meta, "cpu": {**meta["cpu"], "required_flags": [*meta["cpu"]["required_flags"], flag]}}
+
+
+# --------------------------------------------------------------------------- the CPU and GPU a package is for
+
+
+@x86_only
+def test_the_isa_level_is_the_highest_whose_flags_the_cpu_has_and_the_vector_isa_adds_its_own():
+    assert highest_level([]) is None and highest_level(V2) == "x86-64-v2"
+    assert highest_level([*V3, "avx512f"]) == "x86-64-v3" and highest_level(V4) == "x86-64-v4"
+    assert machine_facts.required_flags("x86-64-v3", V4, "-mavx2 -mfma -mf16c") == level_flags("x86-64-v3")
+    # inductor's 512-bit ISA on a CPU with VNNI emits VNNI: a v4 package from it needs that too
+    assert "avx512_vnni" in machine_facts.required_flags("x86-64-v4", V4, "-mavx512f -mfma -mavx512vnni")
+    native = machine_facts.required_flags(NATIVE, [*V4, "hypervisor", "constant_tsc"])
+    assert "avx512f" in native and "hypervisor" not in native and "constant_tsc" not in native
+
+
+@x86_only
+def test_a_level_this_cpu_lacks_is_refused_before_anything_is_built():
+    assert choose_level(None, V3) == "x86-64-v3" and choose_level("x86-64-v2", V3) == "x86-64-v2"
+    assert choose_level("native", V3) == NATIVE
+    with pytest.raises(ConfigError) as got:
+        choose_level("x86-64-v4", V3)
+    assert got.value.message.startswith("--isa x86-64-v4: this CPU lacks avx512bw, avx512cd, avx512dq, avx512f, "
+                                        "avx512vl (it has up to x86-64-v3)")
+    assert got.value.hint == "give --isa x86-64-v3"
+
+
+@x86_only
+def test_the_package_command_refuses_a_level_this_cpu_lacks_with_exit_code_2(tmp_path, monkeypatch, capsys):
+    from tuner import cli
+
+    (tmp_path / "best_config.yaml").write_text("")  # refused before it is read
+    monkeypatch.setattr(machine_facts, "cpu_flags", lambda: V3)
+    assert cli.main(["package", str(tmp_path), "--isa", "x86-64-v4"]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith("error: --isa x86-64-v4: this CPU lacks avx512bw") and err[1:] == [
+        "hint: give --isa x86-64-v3"]
+
+
+@x86_only
+def test_a_cpu_lacking_a_flag_the_code_requires_is_refused_in_one_line_that_names_it():
+    v4_vnni = {"isa_level": "x86-64-v4", "required_flags": [*level_flags("x86-64-v4"), "avx512_vnni"],
+               "model": "AMD EPYC 9004"}
+    refuse_cpu(Path("model.pt2"), v4_vnni, [*V4, "avx512_vnni"])  # all there: nothing to say
+    with pytest.raises(ConfigError) as got:  # the level is there, the vector ISA's extra is not
+        refuse_cpu(Path("model.pt2"), v4_vnni, V4)
+    assert got.value.message == ("model.pt2: built for x86-64-v4 (AMD EPYC 9004) and needs avx512_vnni, which this "
+                                 "CPU lacks: its code would die with an illegal instruction")
+    assert got.value.hint == ("rebuild it with `compile-tune package RESULTS --isa x86-64-v3`, or build it on this "
+                              "machine")
+    with pytest.raises(ConfigError, match=r"needs abm, avx, avx2, avx512_vnni, .*--isa x86-64-v2`"):  # an older CPU
+        refuse_cpu(Path("model.pt2"), v4_vnni, V2)
+
+
+def test_a_gpu_of_another_compute_capability_or_cuda_release_is_refused():
+    a100 = {"capability": [8, 0], "name": "NVIDIA A100", "cuda": "12.4"}
+    assert cuda_mismatch(a100, {**a100, "cuda": "12.8"}) is None  # a minor release apart: the same runtime
+    assert cuda_mismatch(a100, {"capability": [9, 0], "name": "NVIDIA H100", "cuda": "12.4"}) == (
+        "its kernels are compiled for compute capability 8.0 (NVIDIA A100); this GPU is 9.0 (NVIDIA H100)")
+    assert cuda_mismatch(a100, {**a100, "cuda": "13.0"}) == "it was built with CUDA 12.4; this torch runs CUDA 13.0"
+
+
+@pytest.mark.skipif(HERE is None, reason="no /proc/cpuinfo")
+def test_a_warm_start_bundle_compiled_for_flags_this_cpu_lacks_is_not_loaded(workloads, tmp_path):
+    import tuner
+    from tuner.core.config import TunedConfig
+    from tuner.export.best_config import save_tuned_config
+    from tuner.runtime.warmstart import CACHE_DIRNAME, CPU_FILE, DIGEST_KEY, bundle_digest
+    from tuner.user.workload import load_workload
+
+    bundle = tmp_path / CACHE_DIRNAME
+    bundle.mkdir()
+    (bundle / "mega_cache.bin").write_bytes(b"not a cache: unpickling it would raise")
+    (bundle / CPU_FILE).write_text(json.dumps({"flags": HERE, "model": "a newer CPU",
+                                               "required_flags": [*HERE, "avx512_fake"]}))
+    path = save_tuned_config(TunedConfig(CompileConfig(backend="eager"), measured={DIGEST_KEY: bundle_digest(bundle)},
+                                         tuned_on={"torch": torch.__version__, "device": "cpu"}),
+                             tmp_path / "best_config.yaml")
+    with pytest.warns(UserWarning, match=r"compiled for the CPU it was made on \(a newer CPU\), which has "
+                                         r"avx512_fake; this CPU lacks them"):
+        tuner.apply_config(load_workload(workloads / "mlp.py").make_model(), path)
+
+
+# --------------------------------------------------------------------------- configs, precision, the C++ record
+
+
+def test_package_attempts_go_from_the_tuned_config_to_plain_inductor_one_step_at_a_time():
+    from tuner.measure.package_attempts import package_attempts
+    from tuner.ship.package import not_carried
+
+    tuned = CompileConfig(mode="max-autotune", options={"epilogue_fusion": False, "max_fusion_size": 32})
+    attempts = package_attempts(tuned)
+    assert [(a.change, a.fold_at_runtime) for a in attempts] == [
+        ("as tuned", True), ("as tuned, weights folded at build time", False),
+        ("mode default instead of max-autotune", True), ("mode default, without epilogue_fusion", True),
+        ("mode default, without max_fusion_size", True), ("plain inductor", True)]
+    assert attempts[0].config == tuned and attempts[3].config.options == {"max_fusion_size": 32}
+    assert attempts[-1].config == CompileConfig(mode="default")
+    # on CPU, reduce-overhead adds nothing to a package (CUDA graphs are left to the server): one config
+    assert [a.change for a in package_attempts(CompileConfig(mode="reduce-overhead"))] == [
+        "as tuned", "as tuned, weights folded at build time"]
+    # what the config packaged instead lacks is listed with the refusal
+    built = {"packaged": attempts[3].to_dict(), "refused": [{"error": "InductorError: AssertionError: Not all"}]}
+    lost = {x["setting"]: x for x in not_carried(tuned, built)}
+    assert set(lost) == {"triton.cudagraphs", "mode", "options.epilogue_fusion"}  # CUDA graphs: never carried
+    assert lost["mode"]["value"] == "max-autotune"
+    assert lost["mode"]["why"].startswith("AOTInductor refused the tuned config (InductorError: AssertionError")
+
+
+def test_the_build_compiles_at_the_configs_matmul_precision_and_the_check_switches_it_per_side():
+    from tuner.measure.aot_package import Sides, _matmul_precision
+
+    before = torch.get_float32_matmul_precision()
+    try:
+        with _matmul_precision("tf32"):
+            assert torch.get_float32_matmul_precision() == "high"
+        assert torch.get_float32_matmul_precision() == before
+        torch.set_float32_matmul_precision("high")  # what load_package sets for a tf32 package
+        asked = lambda x: torch.get_float32_matmul_precision()  # noqa: E731
+        sides = Sides(asked, asked, eager_precision="highest")
+        x = (torch.ones(1),)
+        assert [sides.eager(x), sides.package(x), sides.eager(x)] == ["highest", "high", "highest"]
+    finally:
+        torch.set_float32_matmul_precision(before)
+
+
+def test_a_package_whose_weights_were_folded_at_build_refuses_new_weights():
+    from tuner.runtime.packaged import PackagedModel
+
+    package = PackagedModel(None, {"fold_at_runtime": False, "config_change": "as tuned, weights folded at build time"},
+                            Path("model.pt2"))
+    with pytest.raises(ConfigError, match="its weights were folded into its code at build time"):
+        package.load_weights({})
+
+
+def test_the_cpp_example_reads_every_field_of_the_packages_record():
+    source = (ROOT / "examples" / "serve_cpp" / "serve_pt2.cpp").read_text()
+    assert [key for key in META_FIELDS if f'"{key}"' not in source] == []
+
+
+# --------------------------------------------------------------------------- real packages
+
+
+@pytest.mark.slow
 def test_a_packaged_winner_loads_matches_eager_and_starts_far_faster_than_a_cold_compile(tmp_path, cli, workloads):
     import tuner
-    from tuner.workload import load_workload
+    from tuner.user.workload import load_workload
 
     out = tmp_path / "run"
     proc = tune_one_inductor_trial(workloads / "fusable_schedule.py", out, "--confirm", "0")
@@ -39,6 +213,7 @@ def test_a_packaged_winner_loads_matches_eager_and_starts_far_faster_than_a_cold
         torch.testing.assert_close(packaged(x), model(x), rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.slow
 def test_a_model_export_cannot_take_names_the_line_that_stops_it_and_writes_nothing(tmp_path, workloads):
     package = tmp_path / "model.pt2"
     result = run_isolated(TrialSpec(workload=str(workloads / "graph_breaks.py"), config={"backend": "inductor"},
@@ -49,20 +224,60 @@ def test_a_model_export_cannot_take_names_the_line_that_stops_it_and_writes_noth
     assert "numpy" in where or "item" in where or "if h.sum()" in where
 
 
+#: The level the served package is built for where this CPU has it: named, not the default (the
+#: highest here), so a test sees a level given by name reach the compiler.
+NAMED = "x86-64-v3" if machine_facts.x86() and HERE and highest_level(HERE) in ("x86-64-v3", "x86-64-v4") else None
+
+
 @pytest.fixture(scope="module")
 def served_package(tmp_path_factory):
     """The served workload (keyword inputs, input_dims() declared wider than its schedule),
-    exported and compiled into a .pt2 and checked in fresh processes, as `compile-tune package` does."""
+    exported and compiled into a .pt2 for x86-64-v3 and checked in fresh processes, as
+    `compile-tune package --isa x86-64-v3` does."""
     out = tmp_path_factory.mktemp("served")
     base = dict(workload=str(Path(__file__).parent / "workloads" / "served.py"), config={"backend": "inductor"},
                 package_path=str(out / "model.pt2"), threads=2)
-    built = run_isolated(TrialSpec(**base, mode="package"), timeout=600, work_dir=out)
+    built = run_isolated(TrialSpec(**base, mode="package", package_isa=NAMED), timeout=600, work_dir=out)
     assert built["status"] == "ok", json.dumps(built)[:2000]
     checked = run_isolated(TrialSpec(**base, mode="package_check"), timeout=600, work_dir=out)
     assert checked["status"] == "ok", json.dumps(checked)[:2000]
     return out / "model.pt2", built, checked
 
 
+@pytest.mark.slow
+@pytest.mark.skipif(NAMED is None, reason="this CPU has no x86-64-v3")
+def test_a_package_is_compiled_for_the_named_isa_level_and_records_it(served_package):
+    path, built, _ = served_package
+    meta = read_metadata(path)
+    assert meta is not None and set(meta) - {"aoti"} == set(META_FIELDS)
+    assert meta["cpu"]["isa_level"] == "x86-64-v3" and meta["cpu"]["vector_isa"] == "avx2"
+    assert meta["cpu"]["required_flags"] == level_flags("x86-64-v3") and meta["cpu"]["flags"] == HERE
+    # what the compiler was given, as it recorded it in the package's shared libraries
+    used = compiled_flags(path)
+    assert built["compiled_with"] == used
+    assert [t for t in used if t.startswith("-march=")] == ["-march=x86-64-v3"], used
+    assert {"-mavx2", "-mfma"} <= set(used) and not any(t.startswith("-mavx512") for t in used), used
+    assert meta["config_change"] == "as tuned" and meta["fold_at_runtime"] and built["refused"] == []
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(HERE is None, reason="no /proc/cpuinfo")
+def test_the_package_check_refuses_a_package_for_another_cpu_before_it_loads(served_package, tmp_path):
+    from tuner.ship.package import _check_refusal
+
+    path, _, _ = served_package
+    moved = altered(path, tmp_path / "model.pt2", needing("avx512_fake"))
+    checked = run_isolated(TrialSpec(workload=str(Path(__file__).parent / "workloads" / "served.py"),
+                                     config={"backend": "inductor"}, package_path=str(moved), mode="package_check"),
+                           timeout=600, work_dir=tmp_path)
+    assert checked["status"] == "failed" and checked["stage"] == "load", json.dumps(checked)[:2000]
+    said = _check_refusal(moved, checked)  # what `compile-tune package` prints, exit code 2
+    assert said.message.startswith(f"{moved}: built for x86-64-v") and "needs avx512_fake, which this CPU lacks" in \
+        said.message and "\n" not in said.message
+    assert said.hint.startswith("rebuild it with `compile-tune package RESULTS --isa x86-64-v")
+
+
+@pytest.mark.slow
 def test_a_package_takes_the_declared_shapes_and_its_check_probes_unseen_ones(served_package):
     _, built, checked = served_package
     assert built["shapes"]["dims"]["input_ids"] == {"0": [1, 8], "1": [2, 64]}
@@ -80,10 +295,11 @@ def test_a_package_takes_the_declared_shapes_and_its_check_probes_unseen_ones(se
         assert not hit["inside"] and hit["outcome"].startswith("refused: PackageInputError: input 'input_ids'"), hit
 
 
+@pytest.mark.slow
 def test_load_package_refuses_wrong_inputs_by_name_and_swaps_weights(served_package, workloads):
     import tuner
     from tuner.runtime.package_meta import PackageInputError
-    from tuner.workload import load_workload
+    from tuner.user.workload import load_workload
 
     path, _, _ = served_package
     w = load_workload(workloads / "served.py")
@@ -106,50 +322,73 @@ def test_load_package_refuses_wrong_inputs_by_name_and_swaps_weights(served_pack
         torch.testing.assert_close(package(**one), other(**one), rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("field, value, said", [
-    ("torch", "2.99.0", "built for torch 2.99.0, this process runs torch "),
-    ("cpu_isa", "vec_from_the_future", "built for CPUs with vec_from_the_future vector instructions"),
-])
-def test_a_package_built_for_another_torch_or_cpu_is_refused_in_one_line(served_package, tmp_path, field, value,
-                                                                          said):
-    import zipfile
-
+@pytest.mark.slow
+@pytest.mark.parametrize("change, said", [
+    (lambda meta: {**meta, "torch": "2.99.0"}, "built for torch 2.99.0, this process runs torch "),
+    (needing("avx512_fake"), "needs avx512_fake, which this CPU lacks: its code would die with an illegal instruction"),
+    # a package built before its CPU flags were recorded: only its vector class is checked
+    (lambda meta: {k: v for k, v in meta.items() if k != "cpu"} | {"cpu_isa": "vec_from_the_future"},
+     "built for CPUs with vec_from_the_future vector instructions"),
+], ids=["torch", "cpu_flags", "old_vector_class"])
+def test_a_package_built_for_another_torch_or_cpu_is_refused_in_one_line(served_package, tmp_path, change, said):
     import tuner
-    from tuner.core.errors import ConfigError
-    from tuner.runtime.package_meta import META_KEY
 
     path, _, _ = served_package
-    moved = tmp_path / "model.pt2"
-    with zipfile.ZipFile(path) as src, zipfile.ZipFile(moved, "w") as dst:
-        for item in src.infolist():
-            data = src.read(item)
-            if item.filename.endswith("_metadata.json"):
-                meta = json.loads(data)
-                meta[META_KEY] = json.dumps({**json.loads(meta[META_KEY]), field: value})
-                data = json.dumps(meta).encode()
-            dst.writestr(item, data)
     with pytest.raises(ConfigError) as got:
-        tuner.load_package(moved)
+        tuner.load_package(altered(path, tmp_path / "model.pt2", change))
     assert said in str(got.value) and "\n" not in str(got.value)
 
 
-def test_the_cpp_example_serves_a_package_and_lives_through_a_refused_input(tmp_path, workloads):
-    """examples/serve_cpp, built against the installed torch's CMake config, loads the .pt2 with
-    AOTIModelPackageLoader: eager's answer inside the package's bounds, a refusal outside them."""
+@pytest.mark.slow
+def test_a_config_aotinductor_refuses_falls_back_to_the_nearest_that_packages(tmp_path, workloads):
+    """A tiny convnet under max-autotune: its GEMM template's packed weights clash with runtime
+    constant folding; the same config with its weights folded at build time packages."""
+    import tuner
+    from tuner.user.workload import load_workload
+
+    package = tmp_path / "model.pt2"
+    built = run_isolated(TrialSpec(workload=str(workloads / "tiny_convnet.py"), package_path=str(package),
+                                   config={"backend": "inductor", "mode": "max-autotune"}, mode="package"),
+                         timeout=900, work_dir=tmp_path)
+    assert built["status"] == "ok", json.dumps(built)[:2000]
+    assert [r["change"] for r in built["refused"]] == ["as tuned"]
+    assert "Not all constant gets mapped for constant folding graph" in built["refused"][0]["error"]
+    assert built["packaged"]["change"] == "as tuned, weights folded at build time"
+    assert built["packaged"]["config_label"] == "whole/inductor/max-autotune"
+    w = load_workload(workloads / "tiny_convnet.py")
+    model, (x,) = w.make_model().eval(), w.make_inputs()
+    served = tuner.load_package(package)
+    assert served.metadata["fold_at_runtime"] is False
+    with torch.no_grad():
+        torch.testing.assert_close(served(x), model(x), rtol=1e-4, atol=1e-4)
+    with pytest.raises(ConfigError, match="folded into its code at build time"):
+        served.load_weights(model.state_dict())
+
+
+@pytest.mark.slow
+def test_the_cpp_example_serves_a_package_by_its_record_and_refuses_one_for_another_cpu(tmp_path, workloads):
+    """examples/serve_cpp, built against the installed torch's CMake config, reads the package's
+    record, refuses one whose CPU flags this CPU lacks before loading it, and otherwise loads it with
+    AOTIModelPackageLoader: eager's answer at the largest sizes of its bounds, a refusal one past them.
+    The package is built at the default level: the highest this CPU has."""
     import shutil
     import subprocess
 
-    cmake, compiler = shutil.which("cmake"), shutil.which("c++") or shutil.which("g++")
-    if not (cmake and compiler):
-        pytest.skip(f"no C++ toolchain here (cmake: {cmake}, c++: {compiler}): the example cannot be built")
-    from tuner.workload import load_workload
+    from tuner.user.workload import load_workload
 
     package = tmp_path / "model.pt2"
     built = run_isolated(TrialSpec(workload=str(workloads / "fusable_schedule.py"), config={"backend": "inductor"},
                                    mode="package", package_path=str(package), threads=2), timeout=600,
                          work_dir=tmp_path)
     assert built["status"] == "ok", json.dumps(built)[:2000]
-    source = Path(__file__).resolve().parent.parent / "examples" / "serve_cpp"
+    level = choose_level(None, HERE)
+    assert built["isa_level"] == level
+    if level != NATIVE:
+        assert [t for t in built["compiled_with"] if t.startswith("-march=")] == [f"-march={level}"]
+    cmake, compiler = shutil.which("cmake"), shutil.which("c++") or shutil.which("g++")
+    if not (cmake and compiler):
+        pytest.skip(f"no C++ toolchain here (cmake: {cmake}, c++: {compiler}): the example cannot be built")
+    source = ROOT / "examples" / "serve_cpp"
     build = tmp_path / "build"
     configure = subprocess.run([cmake, "-S", str(source), "-B", str(build),
                                 f"-DCMAKE_PREFIX_PATH={torch.utils.cmake_prefix_path}"], capture_output=True, text=True)
@@ -162,16 +401,21 @@ def test_the_cpp_example_serves_a_package_and_lives_through_a_refused_input(tmp_
     assert configure.returncode == 0, said[-4000:]
     made = subprocess.run([cmake, "--build", str(build)], capture_output=True, text=True)
     assert made.returncode == 0, made.stdout[-3000:] + made.stderr[-2000:]
-    ran = subprocess.run([str(build / "serve_pt2"), str(package), "256", "1024"], capture_output=True, text=True,
-                         timeout=300)
+    ran = subprocess.run([str(build / "serve_pt2"), str(package)], capture_output=True, text=True, timeout=300)
     assert ran.returncode == 0, ran.stdout + ran.stderr
     lines = ran.stdout.splitlines()
     record = json.loads(lines[0].removeprefix("compile_tune: "))
     assert record["input_order"] == ["0"] and record["torch"] == torch.__version__
+    assert lines[1].startswith("built: whole/inductor/default (as tuned); precision as the model; weights swappable; "
+                               "device cpu"), lines[1]
     x = torch.arange(256 * 1024, dtype=torch.float32).mul(1e-3).reshape(256, 1024)
     with torch.no_grad():
         expected = load_workload(workloads / "fusable_schedule.py").make_model().eval()(x).sum().item()
-    answered = float(lines[1].split(" sum ")[1].split()[0])
-    assert lines[1].startswith("input [256, 1024]: output [256, 1024]")
-    assert answered == pytest.approx(expected, rel=1e-4)
-    assert lines[2].startswith("input [257, 1024]: refused: ") and "<= 256" in lines[2], lines[2]
+    assert lines[2].startswith("input 0 [256, 1024]: output [256, 1024]"), lines[2]  # dim 0 at its maximum
+    assert float(lines[2].split(" sum ")[1].split()[0]) == pytest.approx(expected, rel=1e-4)
+    assert lines[3].startswith("input 0 [257, 1024]: refused: ") and "<= 256" in lines[3], lines[3]
+    if HERE is not None:  # the same package asking for a flag this CPU lacks: refused before it loads
+        other = altered(package, tmp_path / "other.pt2", needing("avx512_fake"))
+        refused = subprocess.run([str(build / "serve_pt2"), str(other)], capture_output=True, text=True, timeout=300)
+        assert refused.returncode == 2 and refused.stderr.startswith(f"error: {other}: built for {level}"), refused
+        assert "needs avx512_fake, which this CPU lacks" in refused.stderr and len(refused.stderr.splitlines()) == 1

@@ -23,7 +23,7 @@ from tuner.export.best_config import load_tuned_config, save_tuned_config
 from tuner.measure.correctness import PRECISION_TOLERANCE, compare
 from tuner.measure.steps import Step
 from tuner.space.search_space import load_space
-from tuner.workload import load_workload
+from tuner.user.workload import load_workload
 
 BF16 = CompileConfig(target="whole", backend="eager", precision="bf16")
 
@@ -243,7 +243,7 @@ def test_a_wrong_or_overflowing_bf16_result_still_fails():
 @pytest.mark.parametrize("task", ["infer", "train"])
 def test_a_bf16_trial_compiles_under_autocast_and_is_checked_at_bf16_tolerance(workloads, tmp_path, task):
     from tuner.core.spec import TrialSpec
-    from tuner.isolated import run_isolated
+    from tuner.isolation.isolated import run_isolated
 
     spec = TrialSpec(workload=str(workloads / "blocks.py"), task=task, measure_seconds=0.3, rounds=2, warmup=2,
                      config=CompileConfig(target="blocks", backend="eager", precision="bf16").to_dict())

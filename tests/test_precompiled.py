@@ -10,11 +10,11 @@ import pytest
 import torch
 from conftest import ROOT
 
-from tuner.bundle import START_PROCESSES, bundle_and_measure, choose_start
 from tuner.core.config import CompileConfig, TunedConfig
 from tuner.export.best_config import load_tuned_config, save_tuned_config
 from tuner.runtime import precompiled
 from tuner.runtime.warmstart import CACHE_DIRNAME, DIGEST_KEY, bundle_digest
+from tuner.ship.bundle import START_PROCESSES, bundle_and_measure, choose_start
 from tuner.study import StudySettings
 
 needs_precompile = pytest.mark.skipif(not hasattr(torch.compiler, "load_compiled_function"),
@@ -38,7 +38,7 @@ def test_what_cannot_start_precompiled_says_why(config, task, why):
 USER = """
 import json, sys, torch, tuner
 from tuner.runtime.precompiled import PrecompiledForward
-from tuner.workload import load_workload
+from tuner.user.workload import load_workload
 torch.set_num_threads(1)  # as tuned: the precompiled guards hold the thread count
 w = load_workload(sys.argv[1])  # imported under another module name than when it was saved
 model, inputs = w.make_model().eval(), w.make_inputs()

@@ -1,5 +1,5 @@
 """The line a trial prints in the terminal names what it came to, in words that match its state."""
-from tuner.progress import outcome
+from tuner.run.progress import outcome
 
 
 def test_a_pruned_trial_says_pruned_and_why_never_failed_none():

@@ -1,6 +1,7 @@
 """Training trials on many ranks (``--nproc 2 --data-parallel ddp|fsdp2``): two real ranks under
 torch's elastic launcher, gloo on loopback, scored on the slowest rank; a rank killed, ranks that
-disagree and a rank that never joins a collective are each recorded with the rank and the reason;
+disagree (a weight nudged, gradients not all-reduced) and a rank that never joins a collective are
+each recorded with the rank and the reason, and a failure is pinned on the rank that failed first;
 a torchrun script's ``apply_config`` runs the tuned wrap and graphs. aot_eager keeps them fast."""
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import pytest
 from tuner.core.config import CompileConfig, TunedConfig
 from tuner.core.spec import TrialSpec
 from tuner.export.best_config import save_tuned_config
-from tuner.isolated import run_isolated
+from tuner.isolation.isolated import run_isolated
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKLOADS = ROOT / "tests" / "workloads"
@@ -45,6 +46,30 @@ def test_ddp_trial_is_scored_on_its_slowest_rank(tmp_path):
     assert not list((tmp_path / "work").glob("trial-*")), "the ranks' result files are cleaned up"
 
 
+def test_fsdp2_shards_each_block_as_configured_and_leaves_the_root_gathered_after_forward():
+    """torch's default and torchtitan's ``apply_fsdp``: the root keeps its parameters after forward
+    (backward needs them at once); the blocks reshard, the last one kept gathered when asked. After
+    forward a resharded module holds its shards (DTensors), a gathered one plain parameters."""
+    import torch
+    import torch.distributed as dist
+
+    from tuner.runtime.parallel_wrap import wrap
+    from tuner.user.workload import load_workload
+
+    workload = load_workload(WORKLOADS / "blocks.py")
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        seen = {}
+        for keep in (False, True):
+            model = wrap(workload.make_model(), {"wrap": "fsdp2", "keep_last_block_gathered": keep}, "cpu")
+            model(torch.randn(4, 16))
+            seen[keep] = [type(m.weight).__name__ for m in (model.inp, *(b.norm for b in model.layers))]
+    finally:
+        dist.destroy_process_group()
+    assert seen[False] == ["Parameter", "DTensor", "DTensor", "DTensor"]
+    assert seen[True] == ["Parameter", "DTensor", "DTensor", "Parameter"]
+
+
 def test_fsdp2_trial_shards_blocks_and_checks_each_shard(tmp_path):
     cfg = CompileConfig(target="blocks", backend="aot_eager",
                         data_parallel={"wrap": "fsdp2", "reshard_after_forward": False})
@@ -66,9 +91,34 @@ def test_a_killed_rank_is_named_and_the_group_stops(tmp_path):
 def test_ranks_that_drift_apart_fail_as_disagreeing(tmp_path):
     result = trial(tmp_path, "rank_faults.py", CompileConfig(backend="aot_eager"), fault="drift")
     assert result["status"] == "failed"
-    assert result["failure"]["category"] == "ranks_disagree"
+    assert result["failure"]["category"] == "ranks_disagree" and result["failed_rank"] == 1
     assert "rank 1's parameters differ from rank 0's after 3 steps" in result["failure"]["raw"]
     assert "lin.bias" in result["failure"]["raw"]
+
+
+def test_a_rank_whose_gradients_are_not_all_reduced_fails_as_disagreeing(tmp_path):
+    """Rank 1 keeps its own gradients (a DDP comm hook that drops the average): with the same data
+    on both ranks the gradients agree anyway; each rank checks on its own data, so they part."""
+    result = trial(tmp_path, "rank_faults.py", CompileConfig(backend="aot_eager"), fault="unsynced")
+    assert result["status"] == "failed", "the ranks' models parted, and the check saw it"
+    assert result["failed_rank"] == 1, "the rank whose parameters are not rank 0's"
+    fail = result["failure"]
+    assert fail["category"] == "ranks_disagree", fail
+    assert "rank 1's parameters differ from rank 0's after 3 steps on each rank's own data" in fail["raw"], fail
+    assert "rank 1 in 2 of 2 parameters (SHA-256 of each), first lin.weight" in fail["raw"], fail
+
+
+def test_the_rank_that_failed_first_is_named_not_the_lowest_rank_that_failed(tmp_path):
+    """Rank 1 runs out of memory while rank 0 waits for it in an all-reduce; rank 0 then fails
+    too, having lost its peer. The trial's failure is rank 1's, rank 0's its consequence."""
+    result = trial(tmp_path, "rank_faults.py", CompileConfig(backend="aot_eager"), fault="oom_first")
+    assert result["status"] == "failed"
+    assert result["failed_rank"] == 1, result["failure"]
+    assert result["failure"]["category"] == "out_of_memory", result["failure"]
+    assert result["failure"]["raw"].startswith("rank 1: OutOfMemoryError: rank 1 tried to allocate"), result["failure"]
+    assert [c["rank"] for c in result["consequences"]] == [0], ("rank 0 recorded losing its peer, later",
+                                                                result["ranks"], result.get("log_tail"))
+    assert "then, as a consequence: rank 0" in result["failure"]["raw"]
 
 
 def test_a_rank_that_never_joins_fails_its_peer_at_the_collective_timeout(tmp_path):
@@ -138,9 +188,15 @@ def test_data_parallel_settings_are_checked_and_canonical():
     assert "data_parallel" not in CompileConfig().to_dict(), "one process: keys of older configs unchanged"
     for bad, says in [({"wrap": "zero3"}, "wrap"), ({"wrap": "ddp", "reshard_after_forward": True}, "takes"),
                       ({"wrap": "ddp", "bucket_cap_mb": 0}, "positive"),
-                      ({"wrap": "ddp", "optimize_ddp": "python_reducer"}, "optimize_ddp")]:
+                      ({"wrap": "ddp", "optimize_ddp": "python_reducer"}, "optimize_ddp"),
+                      ({"wrap": "fsdp2", "keep_last_block_gathered": "yes"}, "true or false")]:
         with pytest.raises(ConfigError, match=says):
             CompileConfig(data_parallel=bad)
+    kept = CompileConfig(data_parallel={"wrap": "fsdp2", "keep_last_block_gathered": True})
+    assert "fsdp2(reshard after forward, last block kept gathered)" in kept.describe()
+    moot = CompileConfig(data_parallel={"wrap": "fsdp2", "reshard_after_forward": False,
+                                        "keep_last_block_gathered": True})
+    assert dict(moot.data_parallel) == {"reshard_after_forward": False, "wrap": "fsdp2"}, "every block kept: one key"
 
 
 def test_the_space_on_many_ranks_searches_the_wraps_settings_and_says_what_it_leaves_out():
@@ -153,9 +209,12 @@ def test_the_space_on_many_ranks_searches_the_wraps_settings_and_says_what_it_le
     assert labels == {None, 100}, "DDP's default bucket is left out of the config: one key for the plain config"
     assert any("python_reducer" in s for s in space.skipped) and any("compile order" in s for s in space.skipped)
     fsdp = load_space("quick").restrict(device="cpu", task="train", has_blocks=True, data_parallel="fsdp2")
-    assert fsdp.data_parallel == {"reshard_after_forward": [True, False]}
+    assert fsdp.data_parallel == {"reshard_after_forward": [True, False], "keep_last_block_gathered": [False, True]}
     base = CompileConfig(data_parallel={})
-    assert {"wrap": "fsdp2", "reshard_after_forward": False} in [n.data_parallel for n in fsdp.neighbours(base)]
+    assert [dict(n.data_parallel) for n in fsdp.neighbours(base) if n.data_parallel] == [
+        {"reshard_after_forward": False, "wrap": "fsdp2"}, {"keep_last_block_gathered": True, "wrap": "fsdp2"}]
+    settings = {tuple(sorted(c.data_parallel.items())) for c in fsdp.configs()}
+    assert len(settings) == 3, "the last block kept gathered is no choice when no block reshards"
 
 
 @pytest.mark.parametrize("argv,says", [
@@ -172,7 +231,7 @@ def test_rank_options_that_cannot_work_exit_2_with_one_line(argv, says, tmp_path
 
 
 def test_the_launchers_summary_names_the_rank_that_died_first():
-    from tuner.rank_group import died_first, merge
+    from tuner.ranks.group import died_first, merge
 
     log = """Failures:
 [1]:
@@ -190,6 +249,122 @@ Root Cause (first observed failure):
     assert merged["status"] == "failed" and merged["failed_rank"] == 1
     assert merged["failure"]["raw"].startswith("rank 1 was killed by SIGKILL")
     assert "rank 0 at stage timing, rank 1 at stage compile" in merged["failure"]["raw"]
+
+
+def test_the_earliest_failure_is_the_cause_and_the_others_its_consequences():
+    from tuner.ranks.group import merge
+
+    lost_peer = {"category": "unknown", "explanation": "", "hint": "",
+                 "raw": "RuntimeError: [gloo/transport/tcp/pair.cc:534] Connection closed by peer [127.0.0.1]:4242"}
+    oom = {"category": "out_of_memory", "explanation": "", "hint": "", "raw": "OutOfMemoryError: out of memory"}
+    ranks = [{"status": "failed", "stage": "compile", "failure": lost_peer, "failed_at": 1_000_005.0},
+             {"status": "failed", "stage": "compile", "failure": oom, "failed_at": 1_000_000.0}]
+    merged = merge(ranks, 1, "")
+    assert merged["failed_rank"] == 1 and merged["failure"]["category"] == "out_of_memory"
+    assert merged["failure"]["raw"].startswith("rank 1: OutOfMemoryError: out of memory; then, as a consequence: "
+                                               "rank 0: RuntimeError: [gloo/transport/tcp/pair.cc:534] Connection "
+                                               "closed by peer"), merged["failure"]["raw"]
+    assert merged["consequences"] == [{"rank": 0, "category": "unknown", "raw": "rank 0: " + lost_peer["raw"]}]
+
+
+def test_a_rank_the_launcher_saw_killed_is_the_cause_unless_another_failed_clearly_before():
+    """The launcher dates a death in whole seconds, a little after it: a rank's own failure in the
+    same second is its consequence; one recorded seconds before is the cause."""
+    import datetime
+
+    from tuner.ranks.group import merge
+
+    when = datetime.datetime(2026, 12, 2, 11, 21, 41)
+    log = f"Root Cause (first observed failure):\n[0]:\n  time      : {when.isoformat(sep='_')}\n" \
+          "  host      : localhost\n  rank      : 1 (local_rank: 1)\n  exitcode  : -9 (pid: 13)\n"
+    lost_peer = {"category": "unknown", "explanation": "", "hint": "", "raw": "Connection closed by peer"}
+    for recorded_at, cause in [(when.timestamp() + 0.4, 1), (when.timestamp() - 0.6, 1), (when.timestamp() - 3, 0)]:
+        ranks = [{"status": "failed", "stage": "timing", "failure": lost_peer, "failed_at": recorded_at},
+                 {"status": "running", "stage": "timing"}]
+        merged = merge(ranks, 1, log)
+        assert merged["failed_rank"] == cause, (recorded_at - when.timestamp(), merged["failure"])
+    assert merged["failure"]["raw"].startswith("rank 0: Connection closed by peer; then, as a consequence: rank 1 "
+                                               "was killed by SIGKILL")
+
+
+#: NCCL's watchdog and the launcher's summary, as torch 2.11's ProcessGroupNCCL and elastic launcher
+#: printed them on an H200 (a collective queued behind a long kernel, a 5 s timeout; the C++ stack
+#: traces left out, the rank made rank 1 of 2).
+NCCL_TIMEOUT_LOG = """\
+[rank1]:[E1204 16:36:57.191988218 ProcessGroupNCCL.cpp:689] [Rank 1] Watchdog caught collective operation timeout: \
+WorkNCCL(SeqNum=2, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=5000) ran for 5037 milliseconds before timing \
+out.
+[rank1]:[E1204 16:36:57.192160067 ProcessGroupNCCL.cpp:2303] [PG ID 0 PG GUID 0(default_pg) Rank 1]  failure detected \
+by watchdog at work sequence id: 2 PG status: last enqueued work: 2, last completed work: 1
+[rank1]:[E1204 16:38:02.213359007 ProcessGroupNCCL.cpp:764] [Rank 1] To avoid data inconsistency, we are taking the \
+entire process down.
+terminate called after throwing an instance of 'c10::DistBackendError'
+E1204 16:38:02.481000 526 torch/distributed/elastic/multiprocessing/api.py:986] failed (exitcode: -6) local_rank: 1 \
+(pid: 553) of binary: /opt/torch/.venv/bin/python3
+torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
+====================================================
+tuner.ranks.main FAILED
+----------------------------------------------------
+Failures:
+  <NO_OTHER_FAILURES>
+----------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  time      : 2026-12-04_16:38:02
+  host      : localhost
+  rank      : 1 (local_rank: 1)
+  exitcode  : -6 (pid: 553)
+  error_file: <N/A>
+  traceback : Signal 6 (SIGABRT) received by PID 553
+====================================================
+"""
+
+
+def test_nccls_watchdog_aborting_a_waiting_rank_reads_as_a_hang_not_a_crash():
+    from tuner.ranks.group import merge, nccl_watchdog
+
+    assert nccl_watchdog(NCCL_TIMEOUT_LOG, 1).startswith("[rank1]:[E1204 16:36:57.191988218 ProcessGroupNCCL.cpp:689]")
+    assert nccl_watchdog(NCCL_TIMEOUT_LOG, 0) is None, "rank 1's watchdog, not rank 0's"
+    assert nccl_watchdog("[E ProcessGroupNCCL.cpp:1575] ProcessGroupNCCL's watchdog got stuck for 480 seconds", 0)
+    assert nccl_watchdog("RuntimeError: NCCL timeout in: ../torch/csrc/distributed/c10d/NCCLUtils.hpp:121", 3)
+    assert nccl_watchdog("[rank0]: RuntimeError: NCCL error: unhandled system error", 0) is None
+    merged = merge([{"status": "running", "stage": "timing"}, {"status": "running", "stage": "timing"}], 1,
+                   NCCL_TIMEOUT_LOG)
+    fail = merged["failure"]
+    assert merged["failed_rank"] == 1 and fail["category"] == "rank_hang", fail
+    assert fail["raw"].startswith("rank 1 waited in a collective during stage timing for rank 0 (at stage timing), "
+                                  "which never joined it: NCCL's watchdog timed it out and aborted the rank with "
+                                  "SIGABRT"), fail["raw"]
+    assert "Watchdog caught collective operation timeout" in fail["raw"]
+    crashed = merge([{"status": "running", "stage": "timing"}] * 2, 1,
+                    NCCL_TIMEOUT_LOG.replace("Watchdog caught collective operation timeout", "illegal memory access"))
+    assert crashed["failure"]["category"] == "crashed", "SIGABRT without the watchdog's words stays a crash"
+
+
+def test_a_rank_that_records_nccls_timeout_itself_records_a_hang():
+    from tuner.ranks.rank import hang_failure
+
+    spec = TrialSpec(workload="model.py", config={}, collective_timeout_s=60)
+    hang = hang_failure("DistBackendError: [Rank 0] Watchdog caught collective operation timeout: "
+                        "WorkNCCL(SeqNum=7, OpType=ALLREDUCE)", spec, "timing")
+    assert hang is not None and hang.category == "rank_hang"
+    assert hang_failure("RuntimeError: mat1 and mat2 shapes cannot be multiplied", spec, "timing") is None
+
+
+def test_each_rank_checks_on_its_own_shuffle_of_the_inputs():
+    import torch
+
+    from tuner.ranks.rank import rank_inputs
+
+    x = torch.arange(12.0).reshape(3, 4)
+    inputs = {"x": x, "labels": torch.arange(12).reshape(3, 4), "mask": torch.ones(3, 4, dtype=torch.bool),
+              "additive": torch.full((3, 4), float("-inf")), "n": 3}
+    rank0, rank1 = rank_inputs(inputs, seed=0), rank_inputs(inputs, seed=1)
+    assert not torch.equal(rank0["x"], rank1["x"]), "the ranks' data differ"
+    assert torch.equal(rank1["x"].flatten().sort()[0], x.flatten()), "the same values, in another order"
+    assert torch.equal(rank1["labels"].float(), rank1["x"]), "tensors of one size: one order, pairs stay paired"
+    assert rank1["mask"] is inputs["mask"] and rank1["additive"] is inputs["additive"] and rank1["n"] == 3
+    assert torch.equal(rank_inputs(inputs, seed=1)["x"], rank1["x"]), "the same seed, the same data"
 
 
 def test_exports_carry_the_ranks_settings_and_name_what_they_cannot():

@@ -17,7 +17,7 @@ from tuner.core.config import PLAIN_COMPILE, CompileConfig, TunedConfig
 from tuner.core.errors import ConfigError, SpaceError
 from tuner.core.spec import TrialSpec
 from tuner.export.best_config import load_tuned_config, save_tuned_config
-from tuner.isolated import run_isolated
+from tuner.isolation.isolated import run_isolated
 from tuner.space.repair import add_repairs, effects, lines, remaining, repairs_for
 from tuner.space.search_space import load_space
 

@@ -8,10 +8,10 @@ import studies
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tuner.outputs import pick_saved
 from tuner.report import render_reports, summary_table, trials_frame
 from tuner.report._data import collect
 from tuner.report._plots import pareto_front
+from tuner.run.outputs import pick_saved
 from tuner.study import scoring_from_study
 
 

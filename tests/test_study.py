@@ -14,7 +14,7 @@ from conftest import ROOT
 from optuna.trial import TrialState
 
 import tuner
-from tuner.workload import load_workload
+from tuner.user.workload import load_workload
 
 # Many steps: a compile of a second or two never exceeds the best total, so nothing is pruned.
 FAST = ["--measure-seconds", "0.5", "--steps", "10000000", "--no-progress", "--confirm", "0"]

@@ -12,14 +12,14 @@ import torch
 from conftest import ROOT
 
 import tuner
-from tuner.bundle import bundle_and_measure
 from tuner.core.config import CompileConfig, TunedConfig
 from tuner.core.spec import TrialSpec
 from tuner.export.best_config import load_tuned_config, save_tuned_config
-from tuner.isolated import run_isolated
+from tuner.isolation.isolated import run_isolated
 from tuner.runtime.warmstart import CACHE_DIRNAME, DIGEST_KEY, bundle_digest
+from tuner.ship.bundle import bundle_and_measure
 from tuner.study import StudySettings
-from tuner.workload import load_workload
+from tuner.user.workload import load_workload
 
 
 def test_train_trial_checks_loss_and_gradients_with_a_compiled_optimizer(workloads, tmp_path):
@@ -72,7 +72,7 @@ def test_warm_start_bundle_makes_the_first_step_faster_and_leaves_the_global_cac
     tmpdir = tmp_path / "tmpdir"
     tmpdir.mkdir()
     script = ("import os, sys, tempfile, tuner\n"
-              "from tuner.workload import load_workload\n"
+              "from tuner.user.workload import load_workload\n"
               "def global_files():\n"
               "    root = os.path.join(tempfile.gettempdir(), 'torchinductor_' + __import__('getpass').getuser())\n"
               "    return sorted(os.path.relpath(os.path.join(d, f), root) for d, _, fs in os.walk(root) for f in fs)\n"

@@ -3,7 +3,7 @@
 import pytest
 
 from tuner.core.spec import TrialSpec
-from tuner.isolated import run_isolated
+from tuner.isolation.isolated import run_isolated
 
 
 def spec(workloads, name, **config):

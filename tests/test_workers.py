@@ -116,7 +116,7 @@ def test_a_worker_killed_mid_trial_is_found_by_its_heartbeat_and_its_config_meas
 
 
 def test_each_worker_gets_one_visible_gpu_round_robin(monkeypatch):
-    from tuner.workers import device_plan
+    from tuner.run.workers import device_plan
 
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,5")
     envs, line = device_plan(3, "cuda")
@@ -125,7 +125,7 @@ def test_each_worker_gets_one_visible_gpu_round_robin(monkeypatch):
 
 
 def test_workers_on_a_cpu_are_told_they_share_the_cores():
-    from tuner.workers import device_plan
+    from tuner.run.workers import device_plan
 
     envs, line = device_plan(2, "cpu")
     assert envs == [{}, {}] and "share this machine's" in line and "take turns timing" in line

@@ -1,7 +1,7 @@
 import pytest
 
 from tuner.core.errors import WorkloadError
-from tuner.workload import call_model, load_workload, validate_workload
+from tuner.user.workload import call_model, load_workload, validate_workload
 
 
 def test_clean_workload_loads_and_runs(workloads):

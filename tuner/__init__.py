@@ -21,8 +21,8 @@ from .runtime.packaged import load_package
 
 
 def check_threads(*args, **kwargs):
-    """Call a config from several threads at once; see :func:`tuner.thread_check.check_threads`."""
-    from .thread_check import check_threads as _check_threads
+    """Call a config from several threads at once; see :func:`tuner.run.thread_check.check_threads`."""
+    from .run.thread_check import check_threads as _check_threads
 
     return _check_threads(*args, **kwargs)
 

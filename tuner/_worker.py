@@ -1,4 +1,4 @@
-"""The entry point of one ``--workers`` process (started by tuner/workers.py through
+"""The entry point of one ``--workers`` process (started by tuner/run/workers.py through
 tuner/system/launch.py): the run's options arrive as JSON on stdin, so the storage URL (which may hold
 a password) never shows on a command line; errors become exit codes like the CLI's.
 """

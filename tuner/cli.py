@@ -210,8 +210,8 @@ def _tune(argv: list[str]) -> int:
 
 def _diagnostics_text(study) -> str:
     from .core.shapes import choice_of as dynamic_choice_of
-    from .diagnose import format_breaks, unique_breaks
     from .space.repair import lines as repair_lines
+    from .user.diagnose import format_breaks, unique_breaks
 
     attrs = [dict(t.user_attrs, number=t.number) for t in study.get_trials(deepcopy=False)]
     lines = [format_breaks(unique_breaks(attrs)), *repair_lines(attrs)]
@@ -240,9 +240,9 @@ def _check(argv: list[str]) -> int:
     import tempfile
     from pathlib import Path
 
-    from .isolated import check_model
+    from .isolation.isolated import check_model
     from .measure.check import format_check
-    from .workload import load_workload, validate_workload
+    from .user.workload import load_workload, validate_workload
 
     p = argparse.ArgumentParser(prog="compile-tune check",
                                 description="Trace the model once (seconds) and say what to know before tuning.")
@@ -262,11 +262,11 @@ def _space(argv: list[str]) -> int:
     import tempfile
     from pathlib import Path
 
-    from .isolated import check_model
+    from .isolation.isolated import check_model
     from .run.pipeline import TuneOptions, resolve_device, search_space
     from .space.autospace import AUTO, Choice, space_text
     from .space.repair import add_repairs
-    from .workload import load_workload, validate_workload
+    from .user.workload import load_workload, validate_workload
 
     p = argparse.ArgumentParser(prog="compile-tune space",
                                 description="Print the space a run would search and why; no trial is run.")
@@ -324,8 +324,8 @@ def _show(argv: list[str]) -> int:
 
     args = _saved_run_parser("compile-tune show", "Print the verdict and top trials of a run.").parse_args(argv)
     if has_storage(args.dir, args.storage):
-        from .outputs import pick_saved
         from .report import open_saved_study, trials_frame
+        from .run.outputs import pick_saved
 
         study = open_saved_study(args.dir, args.storage, args.study_name)
         print(summary_table(trials_frame(study)))
@@ -348,7 +348,7 @@ def _show(argv: list[str]) -> int:
 
 
 def _report(argv: list[str]) -> int:
-    from .outputs import rebuild_outputs
+    from .run.outputs import rebuild_outputs
 
     args = _saved_run_parser(
         "compile-tune report",
@@ -366,7 +366,7 @@ def _report(argv: list[str]) -> int:
 def _node(argv: list[str]) -> int:
     from pathlib import Path
 
-    from .rank_node import follow
+    from .ranks.node import follow
 
     p = argparse.ArgumentParser(prog="compile-tune node", description="Lend this machine's ranks to the trials of "
                                 "a run on several machines (`compile-tune MODEL.py --nnodes N --rdzv-endpoint "

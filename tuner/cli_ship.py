@@ -51,7 +51,8 @@ def export_command(argv: list[str]) -> int:
 def package_command(argv: list[str]) -> int:
     from pathlib import Path
 
-    from .package import package_results
+    from .runtime.machine_facts import CHOICES
+    from .ship.package import package_results
 
     p = argparse.ArgumentParser(
         prog="compile-tune package",
@@ -62,11 +63,14 @@ def package_command(argv: list[str]) -> int:
     p.add_argument("--timeout", type=float, default=1800.0, help="seconds each of its two processes may run [1800]")
     p.add_argument("--best-compiled", action="store_true",
                    help="under a stay-eager verdict, package the run's best compiled config anyway")
+    p.add_argument("--isa", choices=CHOICES, default=None,
+                   help="the x86-64 level the package's C++ is built for: a CPU without that level's flags refuses "
+                        "to load it (native: this CPU only) [the highest level this CPU has]")
     p.add_argument("--verbose", action="store_true", help="tracebacks for errors")
     args = p.parse_args(argv)
     if not (Path(args.dir) / "best_config.yaml").exists():
         raise TunerError(f"{args.dir}: no best_config.yaml in this folder",
                          "give the output folder of a compile-tune run (--out)")
-    record = package_results(args.dir, timeout=args.timeout, best_compiled=args.best_compiled)
+    record = package_results(args.dir, timeout=args.timeout, best_compiled=args.best_compiled, isa=args.isa)
     print(Path(args.dir) / record["path"])
     return 0

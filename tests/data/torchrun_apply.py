@@ -7,7 +7,7 @@ import torch
 import torch.distributed as dist
 
 import tuner
-from tuner.workload import load_workload
+from tuner.user.workload import load_workload
 
 config_path, workload_path = sys.argv[1], sys.argv[2]
 dist.init_process_group("gloo")

@@ -1,6 +1,6 @@
 """What a trial is asked to do (``TrialSpec``), and what its figures mean (``MEASUREMENT``).
 
-The spec travels as JSON from the tuner to the trial process (tuner/isolated.py ->
+The spec travels as JSON from the tuner to the trial process (tuner/isolation/isolated.py ->
 tuner/measure/), so both sides share this one definition and nothing else.
 """
 from __future__ import annotations
@@ -64,6 +64,9 @@ class TrialSpec:
     package_path: str | None = None
     """``package`` mode: write the AOTInductor ``.pt2`` here; ``package_check``: load and check it
     (tuner/measure/aot_package.py)."""
+    package_isa: str | None = None
+    """``package`` mode: the x86-64 ISA level its C++ is built for (``x86-64-v3``), or ``native``
+    (this CPU); None: the highest level this CPU has (tuner/runtime/machine_facts.py)."""
     config_path: str | None = None
     """``startup`` mode: apply the config from this best_config.yaml, as a user would."""
     save_artifacts_to: str | None = None
@@ -86,10 +89,10 @@ class TrialSpec:
     """Lanes: the CPU cores the trial compiles (and does everything untimed) on."""
     nproc: int = 1
     """Ranks of a training trial (``--nproc``): launched by torch's elastic launcher, each a
-    process of ``threads`` threads (tuner/measure/rank.py)."""
+    process of ``threads`` threads (tuner/ranks/rank.py)."""
     nnodes: int = 1
     """Machines the ranks span (``--nnodes``): ``nproc`` ranks on each, met at ``rdzv_endpoint``
-    (tuner/rank_board.py); 1: every rank on this machine, on loopback."""
+    (tuner/ranks/board.py); 1: every rank on this machine, on loopback."""
     rdzv_endpoint: str | None = None
     """``HOST:PORT`` of torch's c10d rendezvous when ``nnodes`` > 1; the tuner's board is at PORT + 1."""
     data_parallel: str | None = None
@@ -126,7 +129,7 @@ BOARD_ENV, TRIAL_ENV = "COMPILE_TUNE_BOARD", "COMPILE_TUNE_TRIAL"
 
 def board_key(trial: str, rank: int) -> str:
     """The key under which rank ``rank`` of ``trial`` posts its result on the tuner's board
-    (tuner/rank_board.py) when its machine is not the tuner's."""
+    (tuner/ranks/board.py) when its machine is not the tuner's."""
     return f"{trial}/rank{rank}"
 
 
@@ -138,7 +141,7 @@ class Measurement(TypedDict, total=False):
     status: str
     """``ok``, ``failed`` or ``pruned``."""
     failure: dict[str, Any]
-    """A failed trial's category, explanation, hint and raw error (tuner/diagnose.py)."""
+    """A failed trial's category, explanation, hint and raw error (tuner/user/diagnose.py)."""
     compile_time_s: float
     first_call_s: float
     step_s: float
@@ -198,7 +201,7 @@ class Measurement(TypedDict, total=False):
     arrival_order: bool
     ranks: list[dict[str, Any]]
     """On many ranks: each rank's figures (step, eager step, compile time, peak memory); the trial's
-    own figures are the slowest rank's (tuner/measure/rank.py)."""
+    own figures are the slowest rank's (tuner/ranks/rank.py)."""
     slowest_rank: int
     rank_spread: float
     """(slowest - fastest) / fastest of the ranks' compiled step times."""

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from ..core.config import PLAIN_COMPILE, CompileConfig
 from ..core.spec import TrialSpec
-from ..isolated import run_isolated
+from ..isolation.isolated import run_isolated
 from ..study import StudySettings, trial_timeout
 from ..system.caches import KEEP as KEEP_CACHES
 from ..system.caches import KeptCaches

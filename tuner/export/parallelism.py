@@ -19,7 +19,8 @@ Read from the tools' own code:
   embeddings, the norm and output together), not in DDP buckets, and nothing sets
   ``torch._dynamo.config.optimize_ddp``. ``parallelism.fsdp_reshard_after_forward`` (``always``,
   ``never``) applies to the blocks; the root's ``fully_shard`` takes fully_shard's default, which
-  keeps the root's parameters gathered after forward.
+  keeps the root's parameters gathered after forward, as the tuner's own FSDP2 wrap does since
+  2026-12-04; torchtitan keeps the norm and output gathered, never the last block.
 """
 from __future__ import annotations
 
@@ -51,6 +52,14 @@ def _optimize_ddp_lost(dp: dict[str, Any], tool: str) -> list[dict[str, Any]]:
     return [_lost("data_parallel.optimize_ddp", dp["optimize_ddp"], f"{tool} does not set "
                   "torch._dynamo.config.optimize_ddp (torch's default is ddp_optimizer); set it before the first "
                   "compiled call", [f'torch._dynamo.config.optimize_ddp = "{dp["optimize_ddp"]}"'])]
+
+
+def _last_block_lost(dp: dict[str, Any], why: str) -> list[dict[str, Any]]:
+    """The measured FSDP2 run kept its last block gathered after forward (backward needs it first)."""
+    if not dp.get("keep_last_block_gathered"):
+        return []
+    return [_lost("data_parallel.keep_last_block_gathered", True, f"{why}; tuner.apply_config shards as measured",
+                  ["model = tuner.apply_config(model, BEST_CONFIG)"])]
 
 
 def _block_class_lost(c: _View, key: str, tool: str) -> list[dict[str, Any]]:
@@ -86,6 +95,8 @@ def accelerate_parallelism(c: _View) -> tuple[dict[str, Any], list[dict[str, Any
         if c.block_class:
             keys["fsdp_config"]["fsdp_transformer_layer_cls_to_wrap"] = c.block_class
         lost += _block_class_lost(c, "fsdp_transformer_layer_cls_to_wrap", "accelerate")
+        lost += _last_block_lost(dp, "accelerate's fsdp_config has one fsdp_reshard_after_forward for every "
+                                 "wrapped layer")
     else:
         line = f"Accelerator(kwargs_handlers=[DistributedDataParallelKwargs(bucket_cap_mb={dp['bucket_cap_mb']:g})])"
         keys["python"] = line
@@ -124,6 +135,7 @@ def trainer_parallelism(c: _View) -> tuple[dict[str, Any], list[dict[str, Any]],
     if c.block_class:
         fsdp_config["transformer_layer_cls_to_wrap"] = [c.block_class]
     lost += _block_class_lost(c, "fsdp_config.transformer_layer_cls_to_wrap", "the Trainer")
+    lost += _last_block_lost(dp, "the Trainer's fsdp_config has one reshard_after_forward for every wrapped layer")
     return {"fsdp": True, "fsdp_config": fsdp_config}, lost, _bf16_cast(c, dp, "the Trainer (through accelerate)")
 
 
@@ -134,10 +146,10 @@ def torchtitan_parallelism(c: _View) -> tuple[dict[str, Any], list[dict[str, Any
         return {}, [], []
     if dp["wrap"] == "fsdp2":
         policy = "always" if dp["reshard_after_forward"] else "never"
-        changes = [_lost("root reshard_after_forward", False, "torchtitan shards the root with fully_shard's "
-                         "default, which keeps the root's parameters gathered after forward; the measured run "
-                         "resharded the root too")] if dp["reshard_after_forward"] else []
-        return {"data_parallel_shard_degree": _total(c), "fsdp_reshard_after_forward": policy}, [], changes
+        # The root is sharded with fully_shard's default in both (tuner/runtime/parallel_wrap.py: shard).
+        lost = _last_block_lost(dp, "torchtitan 0.3 keeps the norm and output layers gathered after forward, "
+                                "never the last block")
+        return {"data_parallel_shard_degree": _total(c), "fsdp_reshard_after_forward": policy}, lost, []
     lost = [_lost("data_parallel.wrap", "ddp", "torchtitan 0.3 has no DistributedDataParallel: "
                   "data_parallel_replicate_degree runs FSDP2's fully_shard over a replicate mesh (the same "
                   "gradients, all-reduced per sharded unit)")]

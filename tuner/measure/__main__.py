@@ -1,4 +1,4 @@
-"""The trial process: ``python -m tuner.measure SPEC OUT`` (started by tuner/isolated.py through
+"""The trial process: ``python -m tuner.measure SPEC OUT`` (started by tuner/isolation/isolated.py through
 tuner/system/launch.py). One entry point, four modes (``TrialSpec.mode``): ``trial`` measures a config
 (tuner/measure/trial.py), ``check`` runs the model check (check.py), ``threads`` the thread check
 (threads.py), ``startup`` times a cold or warm first step (startup.py).
@@ -13,9 +13,9 @@ import traceback
 from pathlib import Path
 
 from ..core.spec import TrialSpec
-from ..diagnose import classify_exception
 from ..system.heap import DEFAULT, PINNED, pin_heap
 from ..system.launch import die_with_parent
+from ..user.diagnose import classify_exception
 from .aot_package import build_package, check_package
 from .check import run_check
 from .devices import environment, limit_memory

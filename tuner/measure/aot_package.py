@@ -4,19 +4,26 @@
 
 Export takes each varying input dimension as a ``Dim`` with the bounds the workload declares in
 ``input_dims()``, or else the range the example inputs and the schedule showed
-(tuner/measure/package_shapes.py), the tuned config's inductor options (its mode's options folded
-in) as AOTInductor's ``inductor_configs``, and compile-tune's record as the package's metadata
-(tuner/runtime/package_meta.py). Where export cannot take the model (data-dependent code, an
-unsupported call), the result names the line that stopped it and nothing is written.
+(tuner/measure/package_shapes.py); a bf16 config's forward is exported under its autocast, as
+``apply_config`` runs it. AOTInductor then compiles it with the tuned config's inductor options
+(its mode's options folded in), its C++ held to an x86-64 ISA level (tuner/measure/package_target.py),
+float32 matmuls at the config's precision (TF32 is fixed in inductor's templates at this point),
+and compile-tune's record as the package's metadata (tuner/runtime/package_meta.py). A config
+AOTInductor refuses gives way to the nearest one it takes (tuner/measure/package_attempts.py), each
+refusal recorded. Where export cannot take the model (data-dependent code, an unsupported call),
+the result names the line that stopped it and nothing is written.
 
 The check builds the model again from the same seed (the weights the package holds), loads the
-package with its input checks on, compares its outputs with eager on every distinct input and at
-probe sizes the schedule never showed (inside the bounds: it must match eager; outside: it must
-refuse, not answer wrongly or die), and times its load, its first call, and its steps beside
-eager's in arrival order over the schedule.
+package with its input checks on (a package for another CPU or GPU is refused there, before its
+code loads), compares its outputs with eager on every distinct input and at probe sizes the
+schedule never showed (inside the bounds: it must match eager, at the config's precision's
+tolerance; outside: it must refuse, not answer wrongly or die), and times its load, its first call,
+and its steps beside eager's in arrival order over the schedule. Eager runs at the process's own
+float32 matmul precision, the package at its config's, switched per side as a trial does.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import statistics
@@ -26,14 +33,19 @@ from pathlib import Path
 from typing import Any
 
 from ..core.config import CompileConfig
+from ..core.errors import TunerError
+from ..core.precision import MATMUL_PRECISION
 from ..core.spec import TrialSpec
-from ..diagnose import classify_exception
-from ..runtime.package_meta import META_KEY, cpu_isa
+from ..runtime import machine_facts
+from ..runtime.apply_precision import autocast_forward, set_matmul_precision
+from ..runtime.package_meta import META_KEY, compiled_flags
 from ..runtime.packaged import load_package
-from ..workload import call_model
+from ..user.diagnose import classify_exception
+from ..user.workload import call_model
 from .correctness import TOLERANCE, compare
 from .devices import timed
 from .mix import timing_mix
+from .package_attempts import Attempt, inductor_configs, package_attempts
 from .package_shapes import (
     PackageShapes,
     Probe,
@@ -43,6 +55,7 @@ from .package_shapes import (
     probes,
     reaches_one,
 )
+from .package_target import cpu_target, gpu_record, off_target
 from .setup import prepare
 
 #: Timed rounds of the check, each a pass of eager then the package over the schedule (or a
@@ -51,13 +64,10 @@ CHECK_ROUNDS = 5
 
 
 def build_package(spec: TrialSpec, rec) -> None:
-    import torch
-
     config = CompileConfig.from_dict(spec.config)
     ready = prepare(spec)
     assert spec.package_path is not None
     calls = [ready.inputs, *(ready.schedule or [])]
-    args, kwargs = _split(ready.inputs)
     try:
         shapes = package_shapes(ready.inputs, calls, ready.workload.make_input_dims())
     except ValueError as exc:
@@ -67,43 +77,104 @@ def build_package(spec: TrialSpec, rec) -> None:
     rec.update(dynamic_dims=shapes.record()["dims"], shapes=shapes.record(), shapes_said=shapes.said())
     rec.stage("export")
     start = time.perf_counter()
-    one = reaches_one(shapes)
+    exported = _export(ready, config, calls, shapes, rec)
+    if exported is None:
+        return
+    rec.update(export_s=time.perf_counter() - start)
+    rec.stage("aoti_compile")
+    level = machine_facts.choose_level(spec.package_isa, machine_facts.cpu_flags())
+    target, cpu = cpu_target(level)
+    rec.update(isa_level=level, cpu=cpu)
+    meta = _metadata(spec, ready.inputs, shapes, cpu)
+    _compile_first_that_packages(spec, exported, package_attempts(config), target, meta, reaches_one(shapes), rec)
+
+
+def _export(ready, config: CompileConfig, calls: list, shapes: PackageShapes, rec):
+    """The model exported over its varying dims (its forward under bf16 autocast where the config
+    computes in bf16, as ``apply_config`` runs it); None, with export's refusal in ``rec``."""
+    import torch
     from torch.fx.experimental import _config as fx_config
+
+    if config.precision == "bf16":
+        ready.model.forward = autocast_forward(ready.model.forward, ready.model, "bf16")
+    args, kwargs = _split(ready.inputs)
     try:
-        with torch.no_grad(), fx_config.patch(backed_size_oblivious=one):  # type: ignore[attr-defined]
-            exported = torch.export.export(ready.model, args, kwargs, strict=False,
-                                           dynamic_shapes=dynamic_shapes(ready.inputs, calls, shapes))
+        with torch.no_grad(), fx_config.patch(backed_size_oblivious=reaches_one(shapes)):  # type: ignore[attr-defined]
+            return torch.export.export(ready.model, args, kwargs, strict=False,
+                                       dynamic_shapes=dynamic_shapes(ready.inputs, calls, shapes))
     except Exception as exc:  # noqa: BLE001 - export's refusal is the finding
         first = (str(exc).strip().splitlines() or [""])[0][:300]
         rec.update(status="failed", failure=classify_exception(exc).to_dict(), export_stopped_at=_stopping_line(exc),
                    export_error=f"{type(exc).__name__}: {first}")
+        return None
+
+
+def _compile_first_that_packages(spec: TrialSpec, exported, attempts: list[Attempt], target: dict[str, Any],
+                                 meta: dict[str, Any], one: bool, rec) -> None:
+    """Compile ``exported`` with AOTInductor under each attempt in turn (tuner/measure/package_attempts.py)
+    until one packages; each refusal is recorded (``refused``: the attempt and its error's first line)."""
+    import torch
+
+    refused: list[dict[str, Any]] = []
+    for attempt in attempts:
+        record = {**meta, "config": attempt.config.describe(), "config_change": attempt.change,
+                  "fold_at_runtime": attempt.fold_at_runtime, "precision": attempt.config.precision,
+                  "matmul_precision": MATMUL_PRECISION.get(attempt.config.precision or "")}
+        start = time.perf_counter()
+        try:
+            with _matmul_precision(attempt.config.precision):  # tf32 is fixed in inductor's templates here
+                path = torch._inductor.aoti_compile_and_package(
+                    exported, package_path=spec.package_path,
+                    inductor_configs={**inductor_configs(attempt.config), **target,
+                                      "aot_inductor.metadata": {META_KEY: json.dumps(record)},
+                                      # on, weights stay swappable (load_package(...).load_weights): what
+                                      # inductor folds into constants of its own is folded again at load
+                                      "aot_inductor.use_runtime_constant_folding": attempt.fold_at_runtime,
+                                      **({"aot_inductor.check_lowerbound": False} if one else {})})
+        except Exception as exc:  # noqa: BLE001 - a refused config is a finding; the next one is tried
+            refused.append({**attempt.to_dict(), "error": f"{type(exc).__name__}: {_first_line(exc)}"})
+            rec.update(refused=refused)
+            continue
+        used = compiled_flags(Path(path))
+        wrong = off_target(used, meta["cpu"])
+        if wrong:
+            Path(path).unlink(missing_ok=True)
+            rec.update(status="failed", failure={"category": "package_target", "raw": wrong}, compiled_with=used)
+            return
+        rec.update(aoti_compile_s=time.perf_counter() - start, package_path=str(path), input_order=meta["input_order"],
+                   package_mb=os.path.getsize(path) / 2**20, packaged=attempt.to_dict(), refused=refused,
+                   compiled_with=used, status="ok", stage="done")
         return
-    rec.update(export_s=time.perf_counter() - start)
-    rec.stage("aoti_compile")
-    meta = _metadata(spec, config, ready.inputs, shapes)
-    start = time.perf_counter()
-    path = torch._inductor.aoti_compile_and_package(
-        exported, package_path=spec.package_path,
-        inductor_configs={**_inductor_configs(config), "aot_inductor.metadata": {META_KEY: json.dumps(meta)},
-                          # weights stay swappable (load_package(...).load_weights): what inductor folds
-                          # into constants of its own is folded again from them at load
-                          "aot_inductor.use_runtime_constant_folding": True,
-                          **({"aot_inductor.check_lowerbound": False} if one else {})})
-    rec.update(aoti_compile_s=time.perf_counter() - start, package_path=str(path), input_order=meta["input_order"],
-               package_mb=os.path.getsize(path) / 2**20, status="ok", stage="done")
+    last = f"the last ({refused[-1]['change']}) with {refused[-1]['error']}" if refused else "none was tried"
+    rec.update(status="failed", failure={"category": "aoti_compile",
+                                         "raw": f"AOTInductor refused every config tried ({len(refused)}), {last}"})
 
 
-def _metadata(spec: TrialSpec, config: CompileConfig, inputs: Any, shapes: PackageShapes) -> dict[str, Any]:
-    """compile-tune's record inside the package (tuner/runtime/package_meta.py reads it)."""
+@contextlib.contextmanager
+def _matmul_precision(precision: str | None):
+    """The config's float32 matmul precision for the duration (tf32: ``"high"``), as a trial compiles."""
+    import torch
+
+    before = set_matmul_precision(precision, warn=False)
+    try:
+        yield
+    finally:
+        if before is not None:
+            torch.set_float32_matmul_precision(before)
+
+
+def _metadata(spec: TrialSpec, inputs: Any, shapes: PackageShapes, cpu: dict[str, Any]) -> dict[str, Any]:
+    """compile-tune's record inside the package, all but the config's fields (tuner/runtime/package_meta.py
+    ``META_FIELDS`` says what each is)."""
     import torch
 
     top = {name: value for name, value in (inputs.items() if isinstance(inputs, dict) else
                                           enumerate(inputs if isinstance(inputs, (tuple, list)) else (inputs,)))}
     tensors = {str(k): {"dtype": str(v.dtype), "shape": list(v.shape)} for k, v in top.items()
                if isinstance(v, torch.Tensor)}
-    return {"torch": torch.__version__, "device": spec.device, "cpu_isa": cpu_isa() if spec.device == "cpu" else None,
-            "tensors": tensors, **shapes.record(), "input_order": flat_input_names(inputs),
-            "precision": config.precision, "config": config.describe(), "keyword_inputs": isinstance(inputs, dict)}
+    return {"torch": torch.__version__, "device": spec.device, "threads": spec.threads,
+            "cpu_isa": cpu["vector_isa"], "cpu": cpu, "cuda": gpu_record(spec.device), "tensors": tensors,
+            **shapes.record(), "input_order": flat_input_names(inputs), "keyword_inputs": isinstance(inputs, dict)}
 
 
 def check_package(spec: TrialSpec, rec) -> None:
@@ -114,60 +185,95 @@ def check_package(spec: TrialSpec, rec) -> None:
     ready.model.eval()
     mix = timing_mix(ready.inputs, ready.schedule)
     rec.stage("load")
+    eager_precision = torch.get_float32_matmul_precision()
     start = time.perf_counter()
-    package = load_package(spec.package_path)  # as serving code loads it (tuner.load_package), checks on
+    try:
+        package = load_package(spec.package_path)  # as serving code loads it (tuner.load_package), checks on
+    except TunerError as exc:  # refused before any of its code loaded: the parent says it as it is
+        rec.update(status="failed", failure={"category": "package_refused", "raw": exc.message},
+                   refused_load={"message": exc.message, "hint": exc.hint})
+        return
     rec.update(load_s=time.perf_counter() - start)
+    sides = Sides(ready.model, package, eager_precision)
+    precision = package.metadata.get("precision")
     with torch.no_grad():
-        first, _ = timed(lambda: call_model(package, ready.inputs), spec.device)
+        first, _ = timed(lambda: sides.package(ready.inputs), spec.device)
         rec.update(first_call_s=first)
         rec.stage("correctness")
         tol = spec.tolerance or TOLERANCE["infer"]
         for entry in mix:
-            problem = compare(call_model(ready.model, entry.inputs), call_model(package, entry.inputs), tol=tol)
+            problem = compare(sides.eager(entry.inputs), sides.package(entry.inputs), tol=tol, precision=precision)
             if problem:
                 rec.update(correct=False, correctness_error=f"{entry.label}: {problem}", status="ok", stage="done")
                 return
         rec.update(correct=True, checked_inputs=len(mix))
         calls = [ready.inputs, *(ready.schedule or [])]
         shapes = package_shapes(ready.inputs, calls, ready.workload.make_input_dims())
-        checked = [_probe(ready.model, package, probe, tol, rec) for probe in probes(ready.inputs, calls, shapes)]
-        rec.update(probes=checked)
+        checked = [_probe(sides, probe, tol, precision, rec) for probe in probes(ready.inputs, calls, shapes)]
+        rec.update(probes=checked, matmul_precision=sides.precisions)
         wrong = next((c for c in checked if not c["ok"]), None)
         if wrong:
             rec.update(correct=False, correctness_error=f"{wrong['probe']}: {wrong['outcome']}", status="ok",
                        stage="done")
             return
         rec.stage("timing")
-        eager_s, package_s = _alternate(ready.model, package, ready.schedule or [ready.inputs] * 8, spec.device)
+        eager_s, package_s = _alternate(sides, ready.schedule or [ready.inputs] * 8, spec.device)
     rec.update(eager_step_s=eager_s, step_s=package_s, speedup=eager_s / package_s, status="ok", stage="done")
 
 
-def _probe(model, package, probe: Probe, tol, rec) -> dict[str, Any]:
+class Sides:
+    """Eager and the package called each under its own float32 matmul precision, as a trial
+    switches them (tuner/measure/steps.py): eager under the process's own (the float32 reference),
+    the package under what ``load_package`` set for its precision (tf32: ``"high"``)."""
+
+    def __init__(self, model, package, eager_precision: str) -> None:
+        import torch
+
+        self.model, self._package = model, package
+        self.precisions = {"eager": eager_precision, "package": torch.get_float32_matmul_precision()}
+
+    def eager(self, inputs: Any) -> Any:
+        self.use("eager")
+        return call_model(self.model, inputs)
+
+    def package(self, inputs: Any) -> Any:
+        self.use("package")
+        return call_model(self._package, inputs)
+
+    def use(self, side: str) -> None:
+        import torch
+
+        if torch.get_float32_matmul_precision() != self.precisions[side]:
+            torch.set_float32_matmul_precision(self.precisions[side])
+
+
+def _probe(sides: Sides, probe: Probe, tol, precision: str | None, rec) -> dict[str, Any]:
     """Call the package at an unseen size: inside its bounds it must match eager; outside them it
     must refuse (or, unbounded there, match eager). A crash ends this process, and the check's
     stage names the probe that did it."""
     rec.stage(f"probe {probe.label}")
     try:
-        got = call_model(package, probe.inputs)
+        got = sides.package(probe.inputs)
     except Exception as exc:  # noqa: BLE001 - a refusal is the expected answer outside the bounds
         said = f"refused: {type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:200]}"
         return {"probe": probe.label, "inside": probe.inside, "ok": not probe.inside, "outcome": said}
-    problem = compare(call_model(model, probe.inputs), got, tol=tol)
+    problem = compare(sides.eager(probe.inputs), got, tol=tol, precision=precision)
     return {"probe": probe.label, "inside": probe.inside, "ok": not problem,
             "outcome": f"answered, differs from eager: {problem}" if problem else "matches eager"}
 
 
-def _alternate(model, package, inputs: list, device: str) -> tuple[float, float]:
+def _alternate(sides: Sides, inputs: list, device: str) -> tuple[float, float]:
     """Mean step of eager and of the package, each over the inputs in arrival order, alternately."""
     for item in inputs[:2]:  # warm both: allocator, caches
-        call_model(model, item), call_model(package, item)
-    sides: dict[str, list[float]] = {"eager": [], "package": []}
+        sides.eager(item), sides.package(item)
+    times: dict[str, list[float]] = {"eager": [], "package": []}
     for r in range(CHECK_ROUNDS):
-        order = [("eager", model), ("package", package)]
+        order = [("eager", sides.model), ("package", sides._package)]
         for name, fn in order if r % 2 == 0 else reversed(order):
+            sides.use(name)
             took = sum(timed(lambda x=item, f=fn: call_model(f, x), device)[0] for item in inputs)
-            sides[name].append(took / len(inputs))
-    return statistics.median(sides["eager"]), statistics.median(sides["package"])
+            times[name].append(took / len(inputs))
+    return statistics.median(times["eager"]), statistics.median(times["package"])
 
 
 def _split(inputs: Any) -> tuple[tuple, dict]:
@@ -176,19 +282,8 @@ def _split(inputs: Any) -> tuple[tuple, dict]:
     return (tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)), {}
 
 
-def _inductor_configs(config: CompileConfig) -> dict[str, Any]:
-    """The tuned inductor options for AOTInductor, the mode's own options folded in (a mode is a
-    named set of options)."""
-    if config.backend != "inductor":
-        return {}
-    options: dict[str, Any] = {}
-    if config.mode and config.mode != "default":
-        import torch._inductor
-
-        options.update(torch._inductor.list_mode_options(config.mode))
-    options.update(config.options)
-    options.pop("triton.cudagraphs", None)  # CUDA graphs are the serving code's business, not the package's
-    return options
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [""])[0][:300]
 
 
 def _stopping_line(exc: BaseException) -> str | None:

@@ -24,9 +24,9 @@ from ..core.shapes import (
     split_marks,
 )
 from ..core.spec import TrialSpec
-from ..diagnose import DynamoLogCapture
 from ..runtime.marks import distinct_shapes, marked, varying_dims
-from ..workload import call_model
+from ..user.diagnose import DynamoLogCapture
+from ..user.workload import call_model
 from .setup import prepare
 
 DYNAMIC_SETTINGS = (None, False, True)

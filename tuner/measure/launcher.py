@@ -9,7 +9,7 @@ environment (its own ``TORCHINDUCTOR_CACHE_DIR``) and working directory. The wor
 executed in every child (``load_workload``), never here, so its module state is fresh; only the
 packages it imports are loaded already (read from its source).
 
-Protocol (the client is tuner/forkserver.py): one JSON object per line. This process says
+Protocol (the client is tuner/isolation/forkserver.py): one JSON object per line. This process says
 ``{"threads": N}`` once torch is imported (``torch.get_num_threads()`` here, in the user's
 environment: the thread count the user's own run gets), ``{"dynamo": true}`` once Dynamo is and
 ``{"ready": true}`` once everything is. The parent writes ``{"preload": WORKLOAD}`` (import that

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..runtime.marks import varying_dims
-from ..workload import split_inputs
+from ..user.workload import split_inputs
 
 #: Where a varying dimension's bounds came from.
 DECLARED, SCHEDULE = "input_dims()", "the schedule's range"

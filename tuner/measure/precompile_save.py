@@ -4,7 +4,7 @@ time and save it into the warm-start bundle (tuner/runtime/precompiled.py says w
 Compiled from the bundle's own inductor cache, so the kernels are found, not built again. Also
 times its guard check, the work every call of a precompiled forward does before the compiled code
 runs, beside the check ``torch.compile``'s own cache entry runs for the same forward, so
-tuner/bundle.py can weigh the difference against the start-up it saves.
+tuner/ship/bundle.py can weigh the difference against the start-up it saves.
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from typing import Any
 
 from ..core.config import CompileConfig
 from ..runtime import precompiled
-from ..workload import split_inputs
+from ..user.workload import split_inputs
 from .setup import prepare
 
 #: Guard checks per timed block, and blocks: microseconds each, so a few thousand calls settle it.

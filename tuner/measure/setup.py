@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..core.spec import TrialSpec
-from ..workload import Workload, load_workload
+from ..user.workload import Workload, load_workload
 from .devices import to_device
 
 

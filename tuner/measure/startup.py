@@ -1,5 +1,5 @@
 """Inside the trial process (``mode="startup"``): the first step of an applied config, timed from
-a fresh process, cold or from the warm-start bundle (tuner/bundle.py writes and times both).
+a fresh process, cold or from the warm-start bundle (tuner/ship/bundle.py writes and times both).
 """
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from ..core.config import CompileConfig
 from ..export.best_config import load_tuned_config
 from ..runtime import precompiled
 from ..runtime.apply import apply_config
-from ..workload import call_model
+from ..user.workload import call_model
 from .correctness import compare
 from .devices import sync
 from .setup import prepare

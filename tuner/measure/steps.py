@@ -22,7 +22,7 @@ from ..core.config import CompileConfig
 from ..core.targets import target_modules
 from ..runtime.apply import apply_config, optimizer_step
 from ..runtime.apply_precision import MARK as PRECISION_MARK
-from ..workload import call_model
+from ..user.workload import call_model
 from .devices import timed
 from .setup import seed_all
 from .tree import map_tensors
@@ -59,7 +59,7 @@ class Step:
         self._restore_forwards()
         regions = target_modules(self.model, config.target)
         before = torch.get_float32_matmul_precision()
-        # on many ranks the trial wrapped the model already (tuner/measure/rank.py)
+        # on many ranks the trial wrapped the model already (tuner/ranks/rank.py)
         apply_config(self.model, dataclasses.replace(config, data_parallel={}), warm_start=False)
         modules = [module for _, module in regions]
         if getattr(vars(self.model).get("forward"), PRECISION_MARK, None) and self.model not in modules:

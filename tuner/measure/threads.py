@@ -13,9 +13,9 @@ import threading
 from typing import Any
 
 from ..core.config import CompileConfig
-from ..diagnose import DynamoLogCapture
 from ..runtime.apply import apply_config
-from ..workload import call_model
+from ..user.diagnose import DynamoLogCapture
+from ..user.workload import call_model
 from .correctness import TOLERANCE, compare
 from .mix import signature
 from .setup import prepare

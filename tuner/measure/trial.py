@@ -35,13 +35,13 @@ from typing import Any, cast
 
 from ..core.config import CompileConfig
 from ..core.spec import TrialSpec
-from ..diagnose import DynamoLogCapture, failure
-from ..workload import call_model
+from ..ranks.rank import agree_max, check_ranks, line_up, wrap_for_ranks
+from ..user.diagnose import DynamoLogCapture, failure
+from ..user.workload import call_model
 from .contention import CoreWait
 from .correctness import PRECISION_TOLERANCE, TOLERANCE, compare, flatten, to_float64
 from .devices import PeakMemory, memory_in_use, timed
 from .mix import timing_mix
-from .rank import agree_max, check_ranks, wrap_for_ranks
 from .setup import prepare, seed_all
 from .slot import pin, timing_slot
 from .steps import Step, TrainingState, checked_step, consumed_random_numbers, fresh_start, rng_state, timed_steps
@@ -101,6 +101,7 @@ def run_trial(spec: TrialSpec, rec: Recorder) -> None:
     if compiled is None:
         rec.update(compile_time_s=0.0, first_call_s=first_eager, correct=True)
 
+    line_up(spec)  # many ranks: the timed stages start on every rank at once
     # 3-4 hold the machine's timing slot where lanes run (--parallel): the only stages whose
     # figures another trial's compile would disturb
     with timing_slot(spec, rec):
@@ -176,14 +177,16 @@ def _compile(step: Step, config: CompileConfig, inputs, schedule, spec: TrialSpe
     regions = step.compile(config)
     rec.update(regions=len(regions), region_names=[n or "<model>" for n, _ in regions][:50])
     first_pass: list[float] = []
-    with DynamoLogCapture() as logs, PeakMemory(spec.device) as compile_mem:
+    # the compile's own core wait: a compile crowded by another job reads high, like a crowded step
+    # (inductor's compile workers are processes of their own and not counted: the share is a floor)
+    with DynamoLogCapture() as logs, PeakMemory(spec.device) as compile_mem, CoreWait(spec.threads) as waited:
         first, _ = timed(lambda: step(inputs), spec.device)
         rec.update(first_call_s=first)
         warm = timed_steps(step, inputs, spec.warmup, spec.device)
         if schedule:
             rec.stage("schedule")
             first_pass = [timed(lambda x=item: step(x), spec.device)[0] for item in schedule]
-    rec.update(compile_peak_memory_mb=compile_mem.peak_mb)
+    rec.update(compile_peak_memory_mb=compile_mem.peak_mb, compile_wait_share=waited.share)
     _record_dynamo(rec, logs)
     return _Compiled(first, warm, first_pass)
 

@@ -15,10 +15,10 @@ import pandas as pd
 from ..core.durations import BUDGET_ATTR, PHASE_ATTR, budget_line, format_duration
 from ..core.score import total_time
 from ..core.spec import Role
-from ..diagnose import unique_breaks, unique_recompiles
 from ..space.repair import effects as repair_effects
 from ..space.repair import remaining
 from ..study import hardware_mismatch, measured_trials
+from ..user.diagnose import unique_breaks, unique_recompiles
 from ._fmt import missing, number, text, truthy
 from ._tables import measured, trials_frame
 

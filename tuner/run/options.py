@@ -14,7 +14,7 @@ from ..core.config import TunedConfig
 from ..core.data_parallel import WRAPS
 from ..core.durations import parse_duration
 from ..core.errors import TunerError
-from ..rank_board import parse_endpoint
+from ..ranks.board import parse_endpoint
 from ..space.autospace import AUTO
 from ..study import StudyRun, StudySettings
 from ..system.heap import DEFAULT as HEAP_DEFAULT
@@ -76,10 +76,10 @@ class TuneOptions:
     """Search lower precisions too (bf16 autocast, TF32 matmuls): configs that change numerics
     (tuner/core/precision.py)."""
     nproc: int = 1
-    """Ranks of each training trial on each machine, launched by torch's elastic launcher (tuner/measure/rank.py)."""
+    """Ranks of each training trial on each machine, launched by torch's elastic launcher (tuner/ranks/rank.py)."""
     nnodes: int = 1
     """Machines each trial's ranks span: this one and ``nnodes - 1`` running ``compile-tune node``
-    (tuner/rank_board.py)."""
+    (tuner/ranks/board.py)."""
     rdzv_endpoint: str | None = None
     """``HOST:PORT`` of this machine, where the ranks of every machine meet (``nnodes`` > 1)."""
     data_parallel: str | None = None

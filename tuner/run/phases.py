@@ -13,18 +13,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..bundle import bundle_and_measure
 from ..core.config import TunedConfig
 from ..core.durations import BUDGET_ATTR, BUDGET_RAN_OUT, PHASE_ATTR, budget_line, time_line
 from ..core.errors import TunerError
 from ..decide.confirm import confirm_finalists
 from ..decide.search import Tuner
 from ..decide.verdict import SKIPPED_ATTR, pick_best
-from ..forkserver import ready as launcher_ready
-from ..isolated import check_model
+from ..isolation.forkserver import ready as launcher_ready
+from ..isolation.isolated import check_model
 from ..measure.check import format_check
-from ..outputs import eager_done, import_report_modules, write_outputs
-from ..progress import Progress
+from ..ship.bundle import bundle_and_measure
 from ..space.autospace import Choice
 from ..space.repair import add_repairs
 from ..space.search_space import SearchSpace
@@ -39,10 +37,12 @@ from ..study import (
 )
 from ..system.interrupts import check as stop_if_interrupted
 from ..system.storage import redact, scrub
-from ..thread_check import check_threads
-from ..workers import lane_plan, run_workers
 from .budget import Plan, RunClock
 from .options import TuneOptions, TuneResult
+from .outputs import eager_done, import_report_modules, write_outputs
+from .progress import Progress
+from .thread_check import check_threads
+from .workers import lane_plan, run_workers
 
 
 @dataclass

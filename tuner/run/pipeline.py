@@ -13,14 +13,14 @@ from pathlib import Path
 
 from ..core.errors import TunerError
 from ..core.targets import find_blocks
-from ..isolated import default_threads, preload_workload, prestart_launcher
-from ..rank_board import board as rank_board
-from ..rank_board import close_boards
+from ..isolation.isolated import default_threads, preload_workload, prestart_launcher
+from ..ranks.board import board as rank_board
+from ..ranks.board import close_boards
 from ..runtime.marks import distinct_shapes, varying_dims
 from ..space.autospace import AUTO, Choice, ModelFacts, build_auto_space
 from ..space.search_space import SearchSpace, load_space
 from ..system.interrupts import deferred
-from ..workload import load_workload, validate_workload
+from ..user.workload import load_workload, validate_workload
 from .budget import RunClock
 from .options import DEFAULT_STEPS, TuneOptions, TuneResult, study_settings
 from .phases import Run

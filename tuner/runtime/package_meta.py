@@ -1,23 +1,48 @@
 """What a ``.pt2`` says about itself, and the checks that hold a serving process to it.
 
 ``compile-tune package`` writes one JSON string into AOTInductor's package metadata (key
-:data:`META_KEY`): the torch release, device and CPU instruction set it was built for, each
-top-level tensor input's dtype and shape, the bounds of its varying dimensions, the names of the
-tensors the loader receives in its order (for C++ callers), and the precision it computes in.
-The metadata is read from the archive itself before anything is loaded, so a package built for
-another torch is refused in one line instead of crashing the process that loads its kernels.
+:data:`META_KEY`), with the fields of :data:`META_FIELDS`: the torch release, device and thread
+count it was built and measured for, the CPU it runs on (an x86-64 ISA level and the flags its code
+requires) or the GPU (compute capability), each top-level tensor input's dtype and shape and the
+bounds of its varying dimensions, the tensors the loader receives in order (for C++ callers), and
+the config it was compiled from with the precision it computes in. The metadata is read from the
+archive itself before anything is loaded, so a package built for another torch, CPU or GPU is
+refused in one line instead of crashing the process that loads its code.
 """
 from __future__ import annotations
 
 import json
+import re
 import zipfile
 from pathlib import Path
 from typing import Any
 
 from ..core.errors import ConfigError
+from . import machine_facts
 
 #: The key of compile-tune's record in AOTInductor's package metadata (values must be strings).
 META_KEY = "compile_tune"
+#: Every field of compile-tune's record, and what it holds (examples/serve_cpp reads them all).
+META_FIELDS = {
+    "torch": "the torch release it was built with (a package serves that release only)",
+    "device": "cpu, or the CUDA device it was built on",
+    "threads": "the thread count it was measured with",
+    "cpu_isa": "inductor's vector ISA for its kernels (avx2, avx512 ...); older loaders check only this",
+    "cpu": "isa_level, vector_isa, vector_options, required_flags (what its code needs), flags (the build "
+           "CPU's, all of them), model",
+    "cuda": "capability, name and cuda (release) of the GPU it was built for; null on CPU",
+    "tensors": "each top-level tensor input's dtype and example shape",
+    "dims": "each varying dimension's [min, max]",
+    "dims_from": "where each bound came from: input_dims() or the schedule's range",
+    "fixed": "each top-level tensor input's example shape (its dims not in dims are fixed at it)",
+    "input_order": "the tensors the loader takes, in order",
+    "keyword_inputs": "whether the model takes its inputs by keyword",
+    "config": "the config it was compiled from, in words",
+    "config_change": "how that config differs from the tuned one ('as tuned' where it does not)",
+    "fold_at_runtime": "AOTInductor's runtime constant folding: its weights can be swapped (load_weights)",
+    "precision": "the config's precision: null, bf16 (autocast inside the package) or tf32",
+    "matmul_precision": "the float32 matmul precision it was compiled and is run at ('high' for tf32), or null",
+}
 
 
 class PackageInputError(ValueError):
@@ -42,8 +67,9 @@ def read_metadata(path: Path) -> dict[str, Any] | None:
 
 
 def refuse_mismatch(path: Path, meta: dict[str, Any]) -> None:
-    """Refuse, in one line, a package built for another torch release, device or CPU
-    instruction set: its kernels would fail to load or crash the process."""
+    """Refuse, in one line, a package built for another torch release or device, for CPU
+    instructions this CPU lacks, or for another GPU: its code would fail to load or kill the
+    process (an illegal instruction) once it runs."""
     import torch
 
     built, here = str(meta.get("torch", "")).split("+")[0], torch.__version__.split("+")[0]
@@ -55,16 +81,37 @@ def refuse_mismatch(path: Path, meta: dict[str, Any]) -> None:
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise ConfigError(f"{path}: built for {device}, and this process sees no CUDA device",
                           f"serve it on a GPU machine, or {rebuild}")
-    isa = meta.get("cpu_isa")
-    if device == "cpu" and isa:
-        offered = cpu_isas()
+    if meta.get("cpu"):
+        refuse_cpu(path, meta["cpu"], machine_facts.cpu_flags())
+    elif device == "cpu" and meta.get("cpu_isa"):  # a package built before its CPU flags were recorded
+        isa, offered = meta["cpu_isa"], cpu_isas()
         if offered is not None and isa not in offered:
             raise ConfigError(f"{path}: built for CPUs with {isa} vector instructions; this CPU offers "
                               f"{', '.join(offered) or 'none'}", f"serve it on a CPU with {isa}, or {rebuild}")
+    if device.startswith("cuda") and meta.get("cuda"):
+        why = machine_facts.cuda_mismatch(meta["cuda"], machine_facts.cuda_facts(device))
+        if why:
+            raise ConfigError(f"{path}: built for another GPU: {why}", "rebuild it on this GPU with "
+                              "`compile-tune package RESULTS` (a package holds kernels for one compute capability)")
+
+
+def refuse_cpu(path: Path, cpu: dict[str, Any], here: list[str] | None) -> None:
+    """Refuse, in one line, code built for CPU flags (``cpu["required_flags"]``) that ``here``
+    lacks; nothing where this CPU's flags cannot be read."""
+    lacking = machine_facts.missing_flags(cpu.get("required_flags") or [], here) if here is not None else []
+    if not lacking:
+        return
+    level = cpu.get("isa_level") or "its build CPU"
+    target = machine_facts.rebuild_level(cpu.get("isa_level"), here or [])
+    how = f"`compile-tune package RESULTS --isa {target}`" if target else "`compile-tune package RESULTS`"
+    raise ConfigError(f"{path}: built for {level} ({cpu.get('model') or 'another CPU'}) and needs "
+                      f"{', '.join(lacking)}, which this CPU lacks: its code would die with an illegal instruction",
+                      f"rebuild it with {how}, or build it on this machine")
 
 
 def cpu_isa() -> str:
-    """The vector instruction set inductor compiles CPU kernels for here (``""`` for none)."""
+    """The vector instruction set inductor compiles CPU kernels for here, under the config in
+    force (``""`` for none)."""
     from torch._inductor import cpu_vec_isa
 
     return str(cpu_vec_isa.pick_vec_isa() or "")
@@ -79,6 +126,28 @@ def cpu_isas() -> list[str] | None:
         return None
     with inductor_config.patch({"cpp.vec_isa_ok": True}):
         return [str(isa) for isa in cpu_vec_isa.valid_vec_isa_list()]
+
+
+#: The producer string gcc writes into a shared library's debug info: the compiler, then the
+#: target options it was given (``-march=x86-64-v3 -mavx2 ...``; ``-march=native`` expanded).
+_PRODUCER = re.compile(rb"GNU C[\w+]* [\d.]+((?: -[\w=.,+-]+)+)")
+
+
+def compiled_flags(path: Path) -> list[str]:
+    """The target options (``-march=...``, ``-m<feature>``) the package's shared libraries were
+    compiled with, as the compiler recorded them in their debug info (gcc does, with the ``-g1``
+    inductor builds with); ``[]`` where none is recorded. Reads the archive; loads nothing."""
+    found: set[str] = set()
+    with zipfile.ZipFile(path) as archive:
+        for name in (n for n in archive.namelist() if n.endswith(".so")):
+            with archive.open(name) as member:
+                tail = b""
+                for block in iter(lambda: member.read(1 << 20), b""):
+                    chunk = tail + block
+                    for hit in _PRODUCER.finditer(chunk):
+                        found.update(t for t in hit.group(1).decode().split() if t.startswith("-m"))
+                    tail = chunk[-4096:]
+    return sorted(found)
 
 
 def check_inputs(meta: dict[str, Any], args: tuple, kwargs: dict) -> None:

@@ -1,5 +1,5 @@
 """Serving the packaged model: ``tuner.load_package`` loads the ``.pt2`` that ``compile-tune
-package`` wrote (tuner/package.py) with AOTInductor's loader: no Dynamo, no compile at start-up.
+package`` wrote (tuner/ship/package.py) with AOTInductor's loader: no Dynamo, no compile at start-up.
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from ..export.best_config import load_tuned_config
 from .apply import _pin_heap_as_measured, _warn_on_thread_mismatch
 from .package_meta import check_inputs, read_metadata, refuse_mismatch
 
-#: The package's file name, beside best_config.yaml (tuner/package.py writes it).
+#: The package's file name, beside best_config.yaml (tuner/ship/package.py writes it).
 PACKAGE_NAME = "model.pt2"
 #: AOTInductor's switch for the input checks its generated code carries (off unless set).
 AOTI_CHECKS = "AOTI_RUNTIME_CHECK_INPUTS"
@@ -25,8 +25,9 @@ def load_package(path: str | Path, check_inputs: bool = True) -> PackagedModel:
     """The packaged model of a run: a callable taking the workload's inputs as the model does.
 
     ``path`` is the ``.pt2`` or the run's output folder. A package built for another torch
-    release, device or CPU instruction set is refused in one line (:class:`ConfigError`) before
-    its kernels load. With ``check_inputs`` (the default) every call is checked against the shapes
+    release or device, for CPU instructions this CPU lacks (its ISA level's, ``metadata["cpu"]``)
+    or for another GPU's compute capability is refused in one line (:class:`ConfigError`) before
+    its code loads. With ``check_inputs`` (the default) every call is checked against the shapes
     the package was built for: a wrong dtype, device or a size outside its bounds raises
     :class:`PackageInputError` naming the input, and AOTInductor's own input checks are on
     (``AOTI_RUNTIME_CHECK_INPUTS``: read once per process, at a package's first call). Without the
@@ -64,23 +65,29 @@ def load_package(path: str | Path, check_inputs: bool = True) -> PackagedModel:
     elif os.environ.get(AOTI_CHECKS, "0") not in ("", "0"):
         warnings.warn(f"{AOTI_CHECKS} is set in this process: AOTInductor checks this package's inputs anyway",
                       stacklevel=2)
-    if meta and meta.get("precision") in MATMUL_PRECISION:  # tf32: a process-wide setting, as measured
-        torch.set_float32_matmul_precision(MATMUL_PRECISION[meta["precision"]])
-    # Loading asks inductor which vector ISA this CPU has, and by default proves each candidate by
-    # compiling a test kernel into the inductor cache: 8.5 s here in a fresh cache dir (a new
-    # container, a fresh machine) against 2.0 s when the CPU's own flags are trusted. The package's
-    # kernels are compiled already; the probe only decides nothing it runs. So, unless the user set
-    # it, the flags are trusted for the duration of the load.
+    wanted = (meta or {}).get("matmul_precision") or MATMUL_PRECISION.get((meta or {}).get("precision") or "")
+    if wanted:  # tf32: a process-wide setting, as it was compiled and measured
+        torch.set_float32_matmul_precision(wanted)
+    compiled = _load_trusting_cpu_flags(path)
+    return PackagedModel(compiled, meta or {}, path, check_inputs)
+
+
+def _load_trusting_cpu_flags(path: Path):
+    """AOTInductor's loaded package. Loading asks inductor which vector ISA this CPU has, and by
+    default proves each candidate by compiling a test kernel into the inductor cache: 8.5 s here in
+    a fresh cache dir (a new container, a fresh machine) against 2.0 s when the CPU's own flags are
+    trusted. The package's kernels are compiled already (and its record's flags were checked); the
+    probe decides nothing it runs. So, unless the user set it, the flags are trusted for the load."""
+    import torch._inductor
     from torch._inductor import config as inductor_config
 
     trusted = inductor_config.cpp.vec_isa_ok
     if trusted is None:
         inductor_config.cpp.vec_isa_ok = True
     try:
-        compiled = torch._inductor.aoti_load_package(str(path))
+        return torch._inductor.aoti_load_package(str(path))
     finally:
         inductor_config.cpp.vec_isa_ok = trusted
-    return PackagedModel(compiled, meta or {}, path, check_inputs)
 
 
 class PackagedModel:
@@ -100,7 +107,13 @@ class PackagedModel:
         """Replace the package's weights with ``state_dict``'s (the same model's keys and shapes,
         new values: a fine-tuned checkpoint); returns the keys replaced. What the package folded
         from them (``_FOLDED_CONST_*``) is folded again. A weight the package holds that
-        ``state_dict`` lacks raises :class:`ConfigError`."""
+        ``state_dict`` lacks raises :class:`ConfigError`, and so does a package whose weights were
+        folded into its code at build time (``metadata["fold_at_runtime"]`` false: AOTInductor
+        refused runtime constant folding for its config)."""
+        if self.metadata.get("fold_at_runtime") is False:
+            raise ConfigError(f"{self.path}: its weights were folded into its code at build time (built "
+                              f"{self.metadata.get('config_change')}): new values would leave the folded ones stale",
+                              "package the new weights: `compile-tune package RESULTS` on a workload that loads them")
         names = [n for n in self._compiled.get_constant_fqns() if not n.startswith(FOLDED)]
         missing = [n for n in names if n not in state_dict]
         if missing:

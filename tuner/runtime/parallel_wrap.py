@@ -1,8 +1,8 @@
 """Wrap a model for training on many ranks, with a config's data-parallel settings
 (tuner/core/data_parallel.py): ``DistributedDataParallel``, or FSDP2's ``fully_shard`` on every
-repeated block and then on the model (torchtitan's sharding).
+repeated block and then on the model (torchtitan's sharding, :func:`shard`).
 
-Used by a trial's ranks (tuner/measure/rank.py) and by ``apply_config`` inside a user's
+Used by a trial's ranks (tuner/ranks/rank.py) and by ``apply_config`` inside a user's
 ``torchrun`` script, so the model trains wrapped exactly as it was measured.
 """
 from __future__ import annotations
@@ -39,13 +39,25 @@ def wrap(model, settings: Mapping[str, Any], device: str | None = None):
         ids = [torch.device(device).index or 0] if device.startswith("cuda") else None
         return DistributedDataParallel(model, device_ids=ids, bucket_cap_mb=full["bucket_cap_mb"])
     from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.fsdp import fully_shard
 
     mesh = init_device_mesh("cuda" if device.startswith("cuda") else "cpu", (dist.get_world_size(),))
-    blocks = [module for name, module in target_modules(model, BLOCKS)]
-    for block in blocks:
-        fully_shard(block, mesh=mesh, reshard_after_forward=full["reshard_after_forward"])
-    fully_shard(model, mesh=mesh, reshard_after_forward=full["reshard_after_forward"])
+    return shard(model, mesh, full["reshard_after_forward"], full["keep_last_block_gathered"])
+
+
+def shard(model, mesh, reshard_after_forward: bool, keep_last_block_gathered: bool = False):
+    """FSDP2 as torchtitan's ``apply_fsdp`` applies it: ``fully_shard`` on each repeated block with
+    ``reshard_after_forward``, then on the model with fully_shard's default for a root, which keeps
+    the root's parameters gathered after forward: backward needs them at once, so resharding them
+    would only gather them again (torch's docstring; every trial, eager included, would pay it).
+    ``keep_last_block_gathered``: the last block keeps its parameters too, for the same reason
+    (torchtitan keeps the layers after its last block so: its ``reshard_after_forward=False``)."""
+    from torch.distributed.fsdp import fully_shard
+
+    blocks = [module for _, module in target_modules(model, BLOCKS)]
+    for i, block in enumerate(blocks):
+        keep = keep_last_block_gathered and i == len(blocks) - 1
+        fully_shard(block, mesh=mesh, reshard_after_forward=reshard_after_forward and not keep)
+    fully_shard(model, mesh=mesh)  # the root: reshard_after_forward=None, fully_shard's False for a root
     return model
 
 

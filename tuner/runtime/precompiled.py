@@ -3,7 +3,7 @@
 The warm-start bundle (tuner/runtime/warmstart.py) saves the compiler's caches, but Dynamo still
 traces the model at the first call. torch can also save the traced and compiled forward itself
 (``torch.compile(model.forward, fullgraph=True).aot_compile(...)``, loaded with
-``torch.compiler.load_compiled_function``; experimental in torch 2.13 and 2.14). tuner/bundle.py
+``torch.compiler.load_compiled_function``; experimental in torch 2.13 and 2.14). tuner/ship/bundle.py
 saves one beside the bundle where a config allows it, times both warm starts, and records the
 faster as ``measured.warm_start_with``; :func:`install` puts it in place of ``torch.compile``.
 

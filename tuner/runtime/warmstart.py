@@ -2,7 +2,7 @@
 
 A user pays the compile cost at every start of their job unless the compiler's caches survive.
 After tuning, the best config is compiled once more in a fresh process and two things are kept
-in ``compile_cache/`` next to the YAML file (tuner/bundle.py):
+in ``compile_cache/`` next to the YAML file (tuner/ship/bundle.py):
 
 - ``mega_cache.bin``: PyTorch's portable cache artifacts (``torch.compiler.save_cache_artifacts``:
   FX graph and AOTAutograd cache entries);
@@ -10,7 +10,12 @@ in ``compile_cache/`` next to the YAML file (tuner/bundle.py):
   above do not carry the compiled C++ kernels, so the first call would still rebuild them; the
   directory does carry them.
 
-Both are code: ``mega_cache.bin`` is unpickled and the kernels are shared libraries that get
+- ``cpu.json``: the CPU the kernels were compiled on (its flags and model). Inductor compiles
+  them with ``-march=native``, for that very CPU: on one that lacks any of its instruction flags
+  they could die with an illegal instruction, so such a CPU does not load the bundle (its first
+  call compiles cold). The bundle is for the machine it was made on, or its twins.
+
+Both caches are code: ``mega_cache.bin`` is unpickled and the kernels are shared libraries that get
 loaded. So the bundle is loaded only when its SHA-256 matches the one recorded in
 ``best_config.yaml`` when it was written (``measured.compile_cache_sha256``), and its files go to
 a cache directory of their own (keyed by that hash), never into the user's global inductor
@@ -19,16 +24,20 @@ cache: what a results folder brings in stays apart from the user's own compiles.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import tempfile
 import warnings
 from pathlib import Path
 
+from . import machine_facts
+
 CACHE_DIRNAME = "compile_cache"
 MEGA_CACHE = "mega_cache.bin"
 INDUCTOR_DIR = "inductor"
 DIGEST_KEY = "compile_cache_sha256"
+CPU_FILE = "cpu.json"
 _CACHE_ENV = "TORCHINDUCTOR_CACHE_DIR"
 
 _loaded: set[str] = set()
@@ -56,8 +65,9 @@ def load_warm_start(config_path: Path, tuned_on: dict, measured: dict) -> bool:
     an earlier call) and verified.
 
     Refused, with a warning naming the reason, when the bundle was made by another torch or on
-    another device type, when ``best_config.yaml`` records no hash for it, or when its files do
-    not match that hash; the first call then compiles cold.
+    another device type, when ``best_config.yaml`` records no hash for it, when its files do
+    not match that hash, or when this CPU lacks an instruction flag of the CPU its kernels were
+    compiled for; the first call then compiles cold.
     """
     import torch
 
@@ -77,6 +87,11 @@ def load_warm_start(config_path: Path, tuned_on: dict, measured: dict) -> bool:
     if bundle_digest(bundle) != expected:
         return _refuse(bundle, f"its files do not match the {DIGEST_KEY} in {config_path} (changed after it "
                                "was written, or copied from another run)")
+    lacking = _lacking_cpu_flags(bundle)
+    if lacking:
+        return _refuse(bundle, f"its kernels were compiled for the CPU it was made on ({lacking[0]}), which has "
+                               f"{', '.join(lacking[1:])}; this CPU lacks them (the kernels would die with an "
+                               "illegal instruction)")
     own = bundle_cache_dir(expected)
     if (bundle / INDUCTOR_DIR).is_dir():
         shutil.copytree(bundle / INDUCTOR_DIR, own, dirs_exist_ok=True)
@@ -92,6 +107,28 @@ def load_warm_start(config_path: Path, tuned_on: dict, measured: dict) -> bool:
         torch.compiler.load_cache_artifacts((bundle / MEGA_CACHE).read_bytes())
     _loaded.add(str(bundle.resolve()))
     return True
+
+
+def cpu_record() -> dict:
+    """What ``cpu.json`` holds: this CPU's flags, the instruction flags ``-march=native`` code may
+    use, and its model (tuner/ship/bundle.py writes it)."""
+    flags = machine_facts.cpu_flags()
+    return {"flags": flags, "required_flags": machine_facts.instruction_flags(flags or []),
+            "model": machine_facts.cpu_model()}
+
+
+def _lacking_cpu_flags(bundle: Path) -> list[str]:
+    """[the bundle's CPU model, *the instruction flags this CPU lacks]; [] where none is lacking
+    or either side's flags are unknown."""
+    try:
+        record = json.loads((bundle / CPU_FILE).read_text())
+    except (OSError, ValueError):
+        return []  # a bundle written before its CPU was recorded
+    here = machine_facts.cpu_flags()
+    if here is None or not record.get("required_flags"):
+        return []
+    lacking = machine_facts.missing_flags(record["required_flags"], here)
+    return [record.get("model") or "another CPU", *lacking] if lacking else []
 
 
 def _refuse(bundle: Path, why: str) -> bool:

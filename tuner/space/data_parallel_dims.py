@@ -21,8 +21,11 @@ SEARCHED: dict[str, dict[str, tuple[list, str]]] = {
                           "number of graphs"),
     },
     "fsdp2": {
-        "reshard_after_forward": ([True, False], "free the gathered parameters after forward (gather again in "
-                                  "backward) or keep them: memory against communication"),
+        "reshard_after_forward": ([True, False], "the blocks free their gathered parameters after forward (gather "
+                                  "again in backward) or keep them: memory against communication"),
+        "keep_last_block_gathered": ([False, True], "with resharding, the last block keeps its parameters anyway: "
+                                     "backward starts with it and would gather them again at once (torchtitan "
+                                     "keeps its last layers so)"),
     },
 }
 #: wrap -> what is not searched, and why
@@ -47,9 +50,12 @@ def reasons(wrap: str | None) -> dict[str, str]:
 
 def settings(wrap: str | None, chosen: dict[str, Any]) -> dict[str, Any]:
     """A config's ``data_parallel``: the chosen values that differ from the defaults, with the wrap;
-    ``{}`` when none differs."""
+    ``{}`` when none differs. A setting that changes nothing under the others is left out
+    (the last block kept gathered when no block reshards), so one wrap has one key."""
     if not wrap:
         return {}
+    if wrap == "fsdp2" and chosen.get("reshard_after_forward") is False:
+        chosen = {k: v for k, v in chosen.items() if k != "keep_last_block_gathered"}
     differ = {k: v for k, v in chosen.items() if DEFAULTS[wrap].get(k) != v}
     return {"wrap": wrap, **differ} if differ else {}
 

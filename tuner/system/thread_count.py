@@ -1,7 +1,7 @@
 """torch's default thread count in a process of the user's: what a run's trials are measured at.
 
 A verdict holds at the thread count it was measured at, so the tuner asks what the user's own
-run will have: a fresh interpreter with this environment answers (tuner/isolated.py asks the
+run will have: a fresh interpreter with this environment answers (tuner/isolation/isolated.py asks the
 trial launcher first, which found the same number when it imported torch).
 """
 from __future__ import annotations

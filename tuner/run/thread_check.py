@@ -7,9 +7,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from .core.spec import TrialSpec
-from .isolated import run_isolated
-from .runtime.apply import coerce_config
+from ..core.spec import TrialSpec
+from ..isolation.isolated import run_isolated
+from ..runtime.apply import coerce_config
 
 
 def check_threads(workload_path: str, config, threads: int = 4, *, device: str = "cpu",

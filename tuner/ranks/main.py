@@ -1,13 +1,13 @@
-"""The processes of a training trial on many ranks: ``python -m tuner.measure.rank_main``.
+"""The processes of a training trial on many ranks: ``python -m tuner.ranks.main``.
 
 ``agent NPROC SPEC OUT [NNODES ENDPOINT RUN_ID HOST]`` is the process the tuner starts
-(tuner/rank_group.py): torch's own elastic launcher (``torch.distributed.run``, what ``torchrun``
+(tuner/ranks/group.py): torch's own elastic launcher (``torch.distributed.run``, what ``torchrun``
 runs), which starts NPROC ranks, restarts none, and stops every rank once one fails. Its ranks meet
 on loopback, or, across NNODES machines, at torch's c10d rendezvous on ENDPOINT under the trial's
 own RUN_ID (HOST: ``1`` where this launcher hosts the rendezvous store, the tuner's machine).
 ``rank SPEC OUT`` is each rank: the one trial of tuner/measure/trial.py in its process group
-(tuner/measure/rank.py), its figures in ``OUT``'s rank file (``rank_path``), and on a machine
-that is not the tuner's also on the tuner's board (tuner/rank_board.py).
+(tuner/ranks/rank.py), its figures in ``OUT``'s rank file (``rank_path``), and on a machine
+that is not the tuner's also on the tuner's board (tuner/ranks/board.py).
 """
 from __future__ import annotations
 
@@ -15,14 +15,15 @@ import dataclasses
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
 from ..core.spec import BOARD_ENV, TRIAL_ENV, TrialSpec, board_key, rank_path
+from ..measure.__main__ import measure
+from ..measure.trial import Recorder
 from ..runtime.parallel_wrap import local_rank
 from ..system.launch import die_with_parent, python_command
-from .__main__ import measure
 from .rank import hang_failure, join_group, rank
-from .trial import Recorder
 
 #: The launcher's process id, for its ranks.
 AGENT_ENV = "COMPILE_TUNE_RANK_AGENT_PID"
@@ -30,7 +31,7 @@ AGENT_ENV = "COMPILE_TUNE_RANK_AGENT_PID"
 
 def launcher_args(nproc: int, spec_path: str, out_path: str, nodes: list[str] | None = None) -> list[str]:
     """The elastic launcher's arguments: no restarts, each rank started path-safe
-    (tuner/system/launch.py) as ``tuner.measure.rank_main rank SPEC OUT``. On one machine a
+    (tuner/system/launch.py) as ``tuner.ranks.main rank SPEC OUT``. On one machine a
     ``--standalone`` rendezvous on loopback at a free port (so trials in flight never share one);
     across machines (``nodes``: NNODES, ENDPOINT, RUN_ID, HOST) the c10d rendezvous at ENDPOINT,
     hosted by the tuner's launcher, so that no other machine's trial outlives the store."""
@@ -41,7 +42,7 @@ def launcher_args(nproc: int, spec_path: str, out_path: str, nodes: list[str] | 
     else:
         meet = ["--standalone"]
     return [*meet, f"--nproc-per-node={nproc}", "--max-restarts=0", "--no-python",
-            *python_command("tuner.measure.rank_main", "rank", spec_path, out_path)]
+            *python_command("tuner.ranks.main", "rank", spec_path, out_path)]
 
 
 def agent(argv: list[str]) -> None:
@@ -53,9 +54,21 @@ def agent(argv: list[str]) -> None:
     run(launcher_args(int(argv[0]), argv[1], argv[2], argv[3:] or None))
 
 
-class BoardRecorder(Recorder):
+class RankRecorder(Recorder):
+    """A rank's result, with the wall-clock time (``time.time()``) its failure was recorded
+    (``failed_at``): the tuner names the rank that failed first as the cause, not the lowest rank
+    that failed (tuner/ranks/group.py). Wall clock, not a monotonic one, so ranks on several
+    machines compare."""
+
+    def update(self, **values) -> None:
+        if "failure" in values and "failed_at" not in self.data:
+            values["failed_at"] = time.time()
+        super().update(**values)
+
+
+class BoardRecorder(RankRecorder):
     """A rank's result, also posted on the tuner's board after every stage: the tuner cannot read
-    this machine's files (tuner/rank_board.py)."""
+    this machine's files (tuner/ranks/board.py)."""
 
     def __init__(self, path: Path, board: str, trial: str) -> None:
         import datetime
@@ -81,7 +94,7 @@ def _rank_main(argv: list[str]) -> None:
         spec = dataclasses.replace(spec, device=f"cuda:{local_rank()}")
     board = os.environ.get(BOARD_ENV)
     out = rank_path(argv[1], rank())
-    rec = BoardRecorder(out, board, os.environ[TRIAL_ENV]) if board else Recorder(out)
+    rec = BoardRecorder(out, board, os.environ[TRIAL_ENV]) if board else RankRecorder(out)
     rec.update(rank=rank())
     if spec.rank_cache == "own":  # read by inductor once it compiles, after this
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(os.environ["TORCHINDUCTOR_CACHE_DIR"], f"rank{rank()}")

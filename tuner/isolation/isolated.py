@@ -3,7 +3,7 @@
 A process per trial means no Dynamo state, no threads and no in-memory kernels shared between
 trials; a fresh ``TORCHINDUCTOR_CACHE_DIR`` means the compile time is the cold cost a user pays
 on a first run. The process is forked from a launcher that has imported torch and the workload's
-packages and compiled nothing (tuner/forkserver.py), so a trial skips seconds of imports. The
+packages and compiled nothing (tuner/isolation/forkserver.py), so a trial skips seconds of imports. The
 child may crash (segfault, OOM kill) or hang: the parent kills its whole process group on
 timeout and records the failure; the study goes on.
 """
@@ -20,21 +20,21 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from .core.shapes import merge_check_parts
-from .core.spec import TrialSpec, rank_path
-from .diagnose import failure, killed_by
+from ..core.shapes import merge_check_parts
+from ..core.spec import TrialSpec, rank_path
+from ..ranks.board import Board
+from ..ranks.board import board as rank_board
+from ..ranks.group import merge as merge_ranks
+from ..ranks.group import read_ranks
+from ..ranks.group import start as start_ranks
+from ..system.interrupts import interruptible
+from ..system.launch import python_command
+from ..system.thread_count import fresh_process_threads
+from ..user.diagnose import failure, killed_by
 from .forkserver import launcher_threads
 from .forkserver import preload as preload_forked
 from .forkserver import prestart as prestart_forked
 from .forkserver import start as start_forked
-from .rank_board import Board
-from .rank_board import board as rank_board
-from .rank_group import merge as merge_ranks
-from .rank_group import read_ranks
-from .rank_group import start as start_ranks
-from .system.interrupts import interruptible
-from .system.launch import python_command
-from .system.thread_count import fresh_process_threads
 
 
 def run_isolated(spec: TrialSpec, **options) -> dict:
@@ -60,7 +60,7 @@ class Running:
     world: int = 1
     """Ranks in all (``TrialSpec.world``); more than 1: the result is their results merged."""
     board: Board | None = None
-    """Ranks on other machines too: the tuner's board, where they post (tuner/rank_board.py)."""
+    """Ranks on other machines too: the tuner's board, where they post (tuner/ranks/board.py)."""
     remote_log: str = ""
     """The other machines' launchers' log tails, once they ended."""
 
@@ -108,7 +108,7 @@ class Running:
         return result
 
     def _result(self, timed_out: bool) -> dict:
-        """The child's result; on many ranks, the ranks' results merged (tuner/rank_group.py)."""
+        """The child's result; on many ranks, the ranks' results merged (tuner/ranks/group.py)."""
         if self.world <= 1:
             return _read_result(self.out_path)
         ranks = read_ranks(self.out_path, self.world, self.board.posted(self.trial_id) if self.board else None)
@@ -184,7 +184,7 @@ def start_isolated(
 
 
 def prestart_launcher(work_dir: Path, check: bool = False) -> None:
-    """Start the trial launcher in the background (tuner/forkserver.py), in the user's environment
+    """Start the trial launcher in the background (tuner/isolation/forkserver.py), in the user's environment
     (no thread pinning: it reports the default thread count, see :func:`default_threads`).
     ``check``: the run starts with the model check (:func:`check_model`)."""
     prestart_forked(trial_env(None, None, None), work_dir, check_parts() if check else 0)
@@ -204,11 +204,14 @@ def preload_workload(workload: str, device: str) -> None:
 
 
 def _start(spec: TrialSpec, argv: list[str], env: dict[str, str], log, log_path: Path, traced: bool):
-    """The trial process: forked from the pre-imported launcher (tuner/forkserver.py), or a fresh
+    """The trial process: forked from the pre-imported launcher (tuner/isolation/forkserver.py), or a fresh
     interpreter where the launcher is off or unavailable, and for a traced trial (``TORCH_TRACE``
-    is read when torch is imported, so the launcher's import would not trace)."""
-    if not traced:
-        forked = start_forked(argv, env, log_path, workload=spec.workload if spec.device == "cpu" else None,
+    is read when torch is imported, so the launcher's import would not trace). A trial on a GPU
+    always gets a fresh interpreter: a forked child cannot use CUDA once the launcher's imports
+    have initialised it, which torch 2.11's inductor import does on the lent H200 (2026-12-04:
+    "Cannot re-initialize CUDA in forked subprocess", every CUDA trial failed)."""
+    if not traced and spec.device == "cpu":
+        forked = start_forked(argv, env, log_path, workload=spec.workload,
                               server_env=trial_env(None, None, None),
                               stage="dynamo" if spec.mode == "check" else "ready")
         if forked is not None:

@@ -10,7 +10,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from .core.spec import Role
+from ..core.spec import Role
 
 
 class Progress:

@@ -1,7 +1,7 @@
 """Starting trial processes from the pre-imported launcher (tuner/measure/launcher.py).
 
 One launcher per tuner process, started on the first trial and kept for the run; a trial
-process started from it looks to tuner/isolated.py like a ``subprocess.Popen``
+process started from it looks to tuner/isolation/isolated.py like a ``subprocess.Popen``
 (:class:`ForkedProcess`: ``pid``, ``poll``, ``wait``, ``returncode``), in its own process group.
 When the launcher cannot be started or dies, :func:`start` returns None and the caller starts
 a fresh interpreter as before; ``COMPILE_TUNE_FORK_SERVER=0`` always does.
@@ -16,7 +16,7 @@ import subprocess
 import threading
 from pathlib import Path
 
-from .system.launch import python_command
+from ..system.launch import python_command
 
 SWITCH_ENV = "COMPILE_TUNE_FORK_SERVER"
 #: Importing torch, Dynamo and inductor takes a few seconds; a slow disk or a heavy workload more.

@@ -1,8 +1,8 @@
 """``compile-tune node --rdzv-endpoint HOST:PORT``: a machine that lends its ranks to the tuner's
-trials (tuner/rank_board.py).
+trials (tuner/ranks/board.py).
 
 It joins the tuner's board, then for each trial posted there starts its share of the ranks:
-the same elastic launcher a trial on one machine runs (tuner/rank_group.py), each rank at the
+the same elastic launcher a trial on one machine runs (tuner/ranks/group.py), each rank at the
 trial's thread count, with an inductor cache of this machine's own, meeting the other machines'
 ranks at the c10d rendezvous on HOST:PORT. Its ranks post their results on the board; a trial the
 tuner stops there is stopped here. It exits when the tuner's run ends or its board goes away.
@@ -20,11 +20,11 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from .core.errors import TunerError
-from .core.spec import BOARD_ENV, TRIAL_ENV, TrialSpec
-from .isolated import kill_group, log_tail, trial_env
-from .rank_board import board_address, connect
-from .rank_group import start
+from ..core.errors import TunerError
+from ..core.spec import BOARD_ENV, TRIAL_ENV, TrialSpec
+from ..isolation.isolated import kill_group, log_tail, trial_env
+from .board import board_address, connect
+from .group import start
 
 
 def follow(endpoint: str, work_dir: Path, wait_s: float = 600.0, log: Callable[[str], None] = print) -> int:

@@ -3,7 +3,7 @@ HOST:PORT``).
 
 The tuner's machine runs the study and hosts a key-value store (torch's ``TCPStore``) at
 HOST:PORT+1. Every other machine runs ``compile-tune node --rdzv-endpoint HOST:PORT``
-(tuner/rank_node.py): it joins the board and, for each trial posted there, starts its share of the
+(tuner/ranks/node.py): it joins the board and, for each trial posted there, starts its share of the
 ranks with the same launcher and settings. The ranks of all machines meet at torch's c10d
 rendezvous on HOST:PORT under the trial's own id, as ``torchrun`` is started under Slurm or
 Kubernetes; ranks on other machines post their results on the board (the tuner cannot read
@@ -22,8 +22,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from .core.errors import TunerError
-from .core.spec import board_key
+from ..core.errors import TunerError
+from ..core.spec import board_key
 
 #: The board listens one port above the rendezvous.
 BOARD_OFFSET = 1
@@ -90,7 +90,7 @@ class Board:
         self.store.set("current", json.dumps({"id": trial, "spec": spec}))
 
     def posted(self, trial: str) -> Callable[[int], dict | None]:
-        """What rank N of ``trial`` posted, or None (tuner/rank_group.py's ``read_ranks``)."""
+        """What rank N of ``trial`` posted, or None (tuner/ranks/group.py's ``read_ranks``)."""
 
         def read(rank: int) -> dict | None:
             key = board_key(trial, rank)

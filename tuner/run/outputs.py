@@ -6,11 +6,11 @@ import importlib
 from collections.abc import Callable
 from pathlib import Path
 
-from .core.config import TunedConfig
-from .core.errors import TunerError
-from .decide.verdict import pick_best
-from .export.best_config import save_tuned_config
-from .study import ROLE_EAGER, measured_trials, scoring_from_study
+from ..core.config import TunedConfig
+from ..core.errors import TunerError
+from ..decide.verdict import pick_best
+from ..export.best_config import save_tuned_config
+from ..study import ROLE_EAGER, measured_trials, scoring_from_study
 
 
 def eager_done(study) -> bool:
@@ -36,7 +36,7 @@ def import_report_modules(until: Callable[[], bool]) -> None:
 
 
 def write_outputs(study, tuned: TunedConfig, out_dir: Path) -> None:
-    from .report import write_reports, write_trials_csv  # pandas: imported after the launcher starts
+    from ..report import write_reports, write_trials_csv  # pandas: imported after the launcher starts
 
     save_tuned_config(tuned, out_dir / "best_config.yaml")
     write_trials_csv(study, out_dir / "trials.csv")
@@ -48,7 +48,7 @@ def rebuild_outputs(out_dir: str | Path, storage: str | None = None, study_name:
 
     Returns ``(study, tuned)``. Example: ``rebuild_outputs("results/mlp")`` (``compile-tune report``).
     """
-    from .report import open_saved_study
+    from ..report import open_saved_study
 
     study = open_saved_study(out_dir, storage, study_name)
     tuned = pick_saved(study)

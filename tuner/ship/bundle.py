@@ -6,12 +6,15 @@ no compile is repeated for it; its cold start is that trial's cold compile plus 
 such cache was kept (a resumed run, a non-inductor backend), the config is compiled once more in a
 fresh process that also saves PyTorch's portable cache artifacts. Either way the first step is
 then timed from the bundle in a fresh process, loaded as ``apply_config`` loads it (see
-tuner/runtime/warmstart.py), which proves the bundle works before anyone relies on it.
+tuner/runtime/warmstart.py), which proves the bundle works before anyone relies on it. The
+bundle's kernels are compiled for this CPU (``-march=native``): it records the CPU's flags
+(``cpu.json``), and a CPU lacking any of them compiles cold instead of loading it.
 """
 from __future__ import annotations
 
 import dataclasses
 import functools
+import json
 import shutil
 import statistics
 import tempfile
@@ -19,11 +22,19 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from .core.spec import TrialSpec
-from .export.best_config import load_tuned_config, save_tuned_config
-from .isolated import run_isolated
-from .runtime import precompiled
-from .runtime.warmstart import CACHE_DIRNAME, DIGEST_KEY, INDUCTOR_DIR, MEGA_CACHE, bundle_digest
+from ..core.spec import TrialSpec
+from ..export.best_config import load_tuned_config, save_tuned_config
+from ..isolation.isolated import run_isolated
+from ..runtime import precompiled
+from ..runtime.warmstart import (
+    CACHE_DIRNAME,
+    CPU_FILE,
+    DIGEST_KEY,
+    INDUCTOR_DIR,
+    MEGA_CACHE,
+    bundle_digest,
+    cpu_record,
+)
 
 _LOCKS = shutil.ignore_patterns("*.lock", "locks")
 #: Fresh processes each start, the bundle's and the precompiled forward's, is timed in before the
@@ -50,6 +61,8 @@ def bundle_and_measure(settings, config_path: Path, work_dir: Path, kept_cache: 
         shutil.rmtree(bundle, ignore_errors=True)
         return cold
     saved = _precompile(bundle, tuned, base, run)
+    # its kernels are -march=native code: a CPU lacking a flag of this one must not load them
+    (bundle / CPU_FILE).write_text(json.dumps(cpu_record()))
     # The warm start below loads the bundle as a user would, which needs its hash in the YAML.
     digest = bundle_digest(bundle)
     measured = {**tuned.measured, DIGEST_KEY: digest, **saved}

@@ -18,11 +18,11 @@ import subprocess
 import threading
 import time
 
-from .core.errors import StudyError
-from .study import scoring_from_study
-from .system.interrupts import interruptible
-from .system.lanes import LanePlan, lane_env, plan_lanes
-from .system.launch import PARENT_ENV, python_command
+from ..core.errors import StudyError
+from ..study import scoring_from_study
+from ..system.interrupts import interruptible
+from ..system.lanes import LanePlan, lane_env, plan_lanes
+from ..system.launch import PARENT_ENV, python_command
 
 
 def device_plan(n: int, device: str) -> tuple[list[dict[str, str]], str]:
@@ -150,5 +150,5 @@ def _collect(opts, procs: list[subprocess.Popen], tuner, run) -> None:
     run.scoring = scoring_from_study(tuner.study)
     done = tuner.search_done()
     measured = set(tuner.measured_by_key())
-    if done < opts.trials and not {c.key() for c in tuner.space.search_space.configs()} - measured:
+    if done < opts.trials and not {c.key() for c in tuner.space.configs()} - measured:
         run.exhausted = True

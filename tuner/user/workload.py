@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .core.errors import WorkloadError
+from ..core.errors import WorkloadError
 
 REQUIRED = ("build_model", "example_inputs")
 OPTIONAL = ("loss_fn", "input_schedule", "build_optimizer", "input_dims")
