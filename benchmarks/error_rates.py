@@ -1,20 +1,23 @@
 """The error rates of the confirmation race (tuner/decide/confirm.py) on simulated processes of
 known spread, 400 races a case: the table of docs/statistics.md ("Error rates, measured").
 
-tests/test_stats.py asserts the same cases on fewer races; this prints each case's verdict shares,
-the stated intervals' coverage and the mean rounds, so the table can be rebuilt::
+tests/test_stats.py asserts the same cases on fewer races; this prints each case's verdict shares
+(stay eager split by its zone: a tie or slower), the stated intervals' coverage, the mean rounds
+and, where a case names its false decision, how many races made it with its 95 % interval
+(Clopper-Pearson), so the table can be rebuilt::
 
-    python benchmarks/error_rates.py [--races 400]
+    python benchmarks/error_rates.py [--races 400] [--only SUBSTRING]
 """
 from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from test_stats import OTHER, T5_LIKE, TUNED, coverage, race  # noqa: E402
+from test_stats import OTHER, T5_LIKE, TUNED, binomial_interval, holds, race, saving_null  # noqa: E402
 
 from tuner.core.config import PLAIN_COMPILE  # noqa: E402
 
@@ -33,6 +36,27 @@ BERT_LIKE = dict(true={PLAIN: 1.016, TUNED_KEY: 1.05, OTHER_KEY: 1.086}, finalis
 #: processes; 17m fits about 24.
 LLAMA_LIKE = dict(true={PLAIN: 1.06}, finalists=(), spread=0.04, compile_s=60.0, steps=590_000, paired=True,
                   heap_gain=1.2)
+
+COVER = {PLAIN: 1.05, TUNED_KEY: 1.25}
+
+
+def said(verdict: str, zone: str | None = None) -> Callable[[dict], bool]:
+    return lambda d: d["verdict"] == verdict and (zone is None or d.get("zone") == zone)
+
+
+def compile_or_slower(d: dict) -> bool:
+    return d["verdict"] == "compile" or d.get("zone") == "slower"
+
+
+def beats_plain(d: dict) -> bool:
+    """The finalist chosen though plain compile was itself proven: said to beat plain compile."""
+    plain = next(c for c in d["candidates"] if c["config_label"] == PLAIN_COMPILE.describe())
+    return d.get("choice") == TUNED.to_dict() and plain.get("zone") == "compile"
+
+
+def chosen_over_plain(d: dict) -> bool:
+    return d.get("choice") == TUNED.to_dict()
+
 
 CASES = [
     ("every config saves nothing, 5 % spread", dict(true=NOTHING, spread=0.05)),
@@ -60,24 +84,72 @@ CASES = [
 ]
 
 
-def measure(kw: dict, races: int) -> str:
+#: Where compiling is known to be wrong, and what the race must not say: a case name -> (the
+#: race's settings, {false decision: its test}, the true saving or None).
+EDGES: list[tuple[str, dict, dict[str, Callable[[dict], bool]], float | None]] = [
+    *((f"saving-null: {s}x whose compile eats its saving, cold compiles {c:.0%} apart, warm 1.5 %, paired 1.4 %",
+       {**saving_null(s), "cold": c}, {"compile": said("compile")}, 0.0)
+      for s, c in ((1.05, 0.05), (1.05, 0.03), (1.25, 0.05))),
+    ("saving-null: 1.05x, unpaired, 5 % spread", dict(saving_null(1.05), paired=False, spread=0.05, inner=0.0),
+     {"compile": said("compile")}, 0.0),
+    *((f"{what}: every config saves nothing, 5 % spread", dict(true=NOTHING, spread=0.05, **noise),
+       {"compile": said("compile")}, None)
+      for what, noise in (("Student t (3 df)", dict(tails=3)), ("one process 30 % slow", dict(outlier=1.3)))),
+    *((f"{what}, paired: every config saves nothing, 15 % apart, 3 % once paired",
+       dict(true=NOTHING, spread=0.15, inner=0.03, paired=True, **noise), {"compile": said("compile")}, None)
+      for what, noise in (("Student t (3 df)", dict(tails=3)), ("one process 30 % slow", dict(outlier=1.3)))),
+    *((f"{what}: intervals, 1.05x and 1.25x, 8 % spread", dict(true=COVER, spread=0.08, **noise), {}, None)
+      for what, noise in (("Student t (3 df)", dict(tails=3)), ("one process 30 % slow", dict(outlier=1.3)))),
+    ("A/A: plain compile is eager under another name (1.0x, no compile), paired 15 %/3 %",
+     dict(true={PLAIN: 1.0}, finalists=(), spread=0.15, inner=0.03, paired=True),
+     {"compile or slower": compile_or_slower, "compile": said("compile"), "slower": said("stay_eager", "slower")},
+     None),
+    ("A/A: the same, unpaired, 5 % spread", dict(true={PLAIN: 1.0}, finalists=(), spread=0.05),
+     {"compile or slower": compile_or_slower, "compile": said("compile"), "slower": said("stay_eager", "slower")},
+     None),
+    ("A/A: the finalist is plain compile again (1.2x, 20 s compile), 5 % spread",
+     dict(true={PLAIN: 1.2, TUNED_KEY: 1.2}, spread=0.05, compile_s=20.0, cold=0.05, warm=0.015),
+     {"said to beat plain compile": beats_plain, "chosen over plain compile": chosen_over_plain}, None),
+]
+
+
+def measure(kw: dict, races: int, false: dict[str, Callable[[dict], bool]] | None = None,
+            saving: float | None = None) -> str:
     counts: dict[str, int] = {}
-    rounds = 0
+    rounds = held = 0
+    wrong = dict.fromkeys(false or {}, 0)
     for seed in range(races):
         d, _ = race(seed=seed, **kw)
-        counts[d["verdict"]] = counts.get(d["verdict"], 0) + 1
+        v = d["verdict"] + (f" ({d['zone']})" if d["verdict"] == "stay_eager" and d.get("zone") else "")
+        counts[v] = counts.get(v, 0) + 1
         rounds += d.get("rounds_done") or 0
+        held += holds(d, kw["true"], saving)
+        for name, test in (false or {}).items():
+            wrong[name] += test(d)
     shares = ", ".join(f"{v} {n / races:.2%}" for v, n in sorted(counts.items(), key=lambda kv: -kv[1]))
-    held = coverage(kw["true"], runs=races, **{k: v for k, v in kw.items() if k != "true"})
-    return f"{shares}; intervals hold {held:.2%}; {rounds / races:.1f} rounds on average"
+    errs = "".join(f"; {name}: {n} of {races}, {n / races:.2%} ({_pct(binomial_interval(n, races))})"
+                   for name, n in wrong.items())
+    what = "intervals hold" if saving is None else "intervals (speedup and saving) hold"
+    return (f"{shares}{errs}; {what} {held / races:.2%} ({_pct(binomial_interval(held, races))}); "
+            f"{rounds / races:.1f} rounds on average")
+
+
+def _pct(interval: tuple[float, float]) -> str:
+    return f"{interval[0]:.2%}-{interval[1]:.2%}"
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--races", type=int, default=400)
-    races = p.parse_args().races
+    p.add_argument("--only", default="", help="run only the cases whose name contains this")
+    args = p.parse_args()
+    print(f"{args.races} races a case, seeds 0-{args.races - 1}", flush=True)
     for name, kw in CASES:
-        print(f"{name}: {measure(kw, races)}", flush=True)
+        if args.only in name:
+            print(f"{name}: {measure(kw, args.races)}", flush=True)
+    for name, kw, false, saving in EDGES:
+        if args.only in name:
+            print(f"{name}: {measure(kw, args.races, false, saving)}", flush=True)
 
 
 if __name__ == "__main__":

@@ -39,7 +39,10 @@ def run(where: Path, out: Path, extra: list[str]) -> dict:
     timing = next((line for line in proc.stdout.splitlines() if line.startswith("time:")), "")
     return {"wall_s": wall, "verdict": best.get("verdict"), "choice": _label(best.get("config") or {}),
             "speedup": measured.get("speedup_vs_eager"), "confirmed": measured.get("confirmed"), "time": timing,
-            "reason": measured.get("reason") or ""}
+            "reason": measured.get("reason") or "", "interval": measured.get("speedup_interval"),
+            # the first decided answer on disk (tuner/decide/race.py); a run that writes none before
+            # its end answers at its end
+            "first_s": measured.get("first_answer_s") if measured.get("first_answer_s") is not None else wall}
 
 
 def _label(config: dict) -> str:
@@ -66,9 +69,11 @@ def main() -> int:
             for name, where in trees.items():
                 result = run(where, scratch / f"{name}-{i}", args.extra)
                 rows.append((name, result))
-                print(f"{name} ({args.old if name == 'old' else args.new}): {result['wall_s']:.0f} s; verdict "
-                      f"{result['verdict']} with {result['choice']}, {result['speedup'] or 0:.2f}x"
-                      f"{' (confirmed)' if result['confirmed'] else ''}", flush=True)
+                low, high = result["interval"] or (None, None)
+                print(f"{name} ({args.old if name == 'old' else args.new}): {result['wall_s']:.0f} s, first decided "
+                      f"answer at {result['first_s']:.0f} s; verdict {result['verdict']} with {result['choice']}, "
+                      f"{result['speedup'] or 0:.2f}x" + (f" ({low:.2f}x-{high:.2f}x)" if low and high else "")
+                      + f"{' (confirmed)' if result['confirmed'] else ''}", flush=True)
                 if result["reason"]:  # why confirmation chose it: a lead inside the noise is not a lead
                     print(f"  confirmed because: {result['reason']}", flush=True)
                 if result["time"]:
@@ -81,6 +86,9 @@ def main() -> int:
     new = [r["wall_s"] for n, r in rows if n == "new"]
     same = all(a["choice"] == b["choice"] for (_, a), (_, b) in zip(rows[::2], rows[1::2]))
     pairs = ", ".join(f"{b / a:.2f}" for a, b in zip(old, new))
+    first = [r["first_s"] for n, r in rows if n == "new"]
+    print(f"new: first decided answer at {', '.join(f'{s:.0f}' for s in first)} s (median "
+          f"{statistics.median(first):.0f} s; target <= 120 s)")
     print(f"new / old wall time = {sum(new) / sum(old):.2f} over all runs (pairs: {pairs}; medians: "
           f"{statistics.median(new) / statistics.median(old):.2f}) (target <= 0.50); same choice in every pair: {same}")
     return 0

@@ -36,7 +36,7 @@ def test_confirmed_figures_and_spread_land_in_best_config(tmp_path, workloads):
     m = best["measured"]
     assert m["confirmed"] is True and m["confirm_rounds"] == 2 and m["confidence"] == 0.95
     assert "confirmed: 2 interleaved rounds" in proc.stdout
-    if m["speedup_interval"] is None:
+    if m["speedup_interval"] in (None, [None, None]):
         # On this shared VM both of plain compile's processes once waited for a core over 10 % of
         # their timing (crowded, left out): undecided, the machine was busy. A finalist that failed a
         # fresh process is a confirmed stay_eager. Either way it says why.
@@ -123,8 +123,8 @@ def test_under_a_budget_each_round_is_sized_by_the_processes_of_the_round_before
 
     asked = []
     d = confirm([TUNED], Scoring(steps=100_000, eager_step_s=0.01), measure, rounds=12, log=lambda line: None,
-                round_fits=lambda n, ran: asked.append((n, ran)) or len(asked) < 3)
-    assert asked == [(5, 5), (5, 5), (5, 5)]
+                round_fits=lambda n, ran: asked.append((n, ran)) or len(asked) < 4)
+    assert asked == [(5, None), (5, 5), (5, 5), (5, 5)]
     assert d["rounds_done"] == 3 and d["cut_short"] == "3 of 12 rounds" and d["verdict"]
 
 
@@ -140,7 +140,7 @@ def test_a_single_round_states_no_interval_and_no_rounds_to_decide():
                 "peak_memory_mb": 1.0}
 
     d = confirm([TUNED], Scoring(steps=100_000, eager_step_s=0.01), measure, rounds=12, log=lambda line: None,
-                round_fits=lambda n, ran: False)
+                round_fits=lambda n, ran: ran is None)
     assert d["rounds_done"] == 1 and d["verdict"] == "undecided"
     assert "could not tell after one round" in d["reason"] and "no interval yet: one round" in d["reason"]
     assert d["to_decide"] == {"rounds": None}

@@ -72,7 +72,21 @@ def test_a_run_with_two_lanes_times_every_trial_on_the_timing_core(tmp_path):
     assert "2 lanes: trials compile on core(s) 1 and take turns timing on core(s) 0" in proc.stdout
     trials = [t for t in load_study(f"sqlite:///{out / 'study.db'}", "blocks").get_trials(deepcopy=False)
               if t.state.name == "COMPLETE" and t.user_attrs.get("duplicate_of") is None]
-    assert len({t.user_attrs["worker"] for t in trials}) == 2, "both lanes measured"
-    assert all(t.user_attrs.get("timing_cores") == [0] and "slot_wait_s" in t.user_attrs for t in trials)
+    assert len({t.user_attrs["worker"] for t in trials}) == 3, "the run itself (its baselines) and both lanes"
+    searched = [t for t in trials if t.user_attrs.get("role") == "search"]
+    assert len({t.user_attrs["worker"] for t in searched}) == 2, "both lanes searched"
+    assert all(t.user_attrs.get("timing_cores") == [0] and "slot_wait_s" in t.user_attrs for t in searched)
     keys = [t.user_attrs["config_key"] for t in trials]
     assert len(keys) == len(set(keys)) and time.time() - start < 600
+
+
+def test_lanes_that_measure_the_whole_space_before_the_trials_asked_end_the_run_as_exhausted(tmp_path):
+    """Seen on the lent H200 (16 cores, 4 lanes): the run stopped with an AttributeError once the
+    lanes had measured every config of a space smaller than --trials."""
+    out, space = tmp_path / "blocks", tmp_path / "two.yaml"
+    space.write_text("target: [whole]\nbackend: [eager, aot_eager]\n")
+    proc = subprocess.run([sys.executable, "-m", "tuner", str(WORKLOADS / "blocks.py"), "--space", str(space),
+                           "--trials", "5", "--out", str(out), "--threads", "1", "--parallel", "2", *FAST],
+                          cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "all 2 configs of the space are measured" in proc.stdout

@@ -122,6 +122,17 @@ def test_ctrl_c_is_held_through_storage_writes_and_raised_where_the_run_waits():
     assert reached == ["write finished"]
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
+    with pytest.raises(KeyboardInterrupt):  # SIGTERM is held and raised the same way
+        with interrupts.deferred():
+            os.kill(os.getpid(), signal.SIGTERM)
+            sum(range(100))
+            reached.append("term held")
+            with interrupts.interruptible():
+                reached.append("never")
+    assert reached == ["write finished", "term held"]
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    del reached[1:]
+
     with pytest.raises(KeyboardInterrupt):  # inside a wait: at once
         with interrupts.deferred():
             with interrupts.interruptible():

@@ -45,8 +45,12 @@ class Record:
     waits: list[float] = field(default_factory=list)
     loads: list[float] = field(default_factory=list)
     cold: list[float] = field(default_factory=list)
-    """Cold compiles: the search trial's, then each process that compiled without a cache."""
+    """Cold compiles: plain compile's baseline trial's, then each process that compiled without a cache."""
     warm: list[float] = field(default_factory=list)
+    crowded_compiles: list[tuple[bool, float]] = field(default_factory=list)
+    """(warm?, seconds) of each compile whose threads waited for a core over :data:`CROWDED` of it:
+    it read the other job as much as the compile, and is left out where a clean one of its kind
+    exists (:meth:`compile_samples`)."""
     peak_memory: list[float] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
 
@@ -67,7 +71,12 @@ class Record:
             self.loads.append(float(load))
         self.peak_memory.append(float(result.get("peak_memory_mb") or 0.0))
         if self.config.compiles and result.get("compile_time_s") is not None:
-            (self.warm if result.get("compiled_from_cache") else self.cold).append(float(result["compile_time_s"]))
+            warm, seconds = bool(result.get("compiled_from_cache")), float(result["compile_time_s"])
+            compile_wait = result.get("compile_wait_share")
+            if compile_wait is not None and float(compile_wait) > CROWDED:
+                self.crowded_compiles.append((warm, seconds))
+            else:
+                (self.warm if warm else self.cold).append(seconds)
         if wait is not None and wait > CROWDED:
             self.crowded.append(float(wait))
             return
@@ -96,20 +105,22 @@ class Record:
         return len(self.steps) + len(self.crowded)
 
     def compile_samples(self, scoring: Scoring) -> list[float]:
-        """The compile times the score charges: warm ones where it charges a warm cache and has them."""
-        if scoring.compile_cost == "warm" and self.warm:
-            return self.warm
-        return self.cold
-
-    def other_compiles(self, scoring: Scoring) -> list[float]:
-        """The compile times the score does not charge; their spread still counts (stats.compile_costs)."""
-        return self.cold if scoring.compile_cost == "warm" and self.warm else self.warm
+        """The compile times the score charges: warm ones where it charges a warm cache and has them;
+        crowded ones only where no clean one of that kind was measured (they read high: a
+        conservative figure rather than none)."""
+        warm = self.warm or [s for w, s in self.crowded_compiles if w]
+        if scoring.compile_cost == "warm" and warm:
+            return warm
+        return self.cold or [s for w, s in self.crowded_compiles if not w]
 
 
 def weigh(records: dict[str, Record], scoring: Scoring, looks: stats.Looks, tie_margin: float = stats.TIE_MARGIN,
-          confidence: float = stats.CONFIDENCE) -> dict[str, Any]:
+          confidence: float = stats.CONFIDENCE, slots: int = 1) -> dict[str, Any]:
     """The decision from the processes so far (the ``Decision`` of tuner/decide/confirm.py, plus
-    ``trailing``: finalists the race may stop measuring)."""
+    ``trailing``: finalists the race may stop measuring). The error rate is shared among
+    ``slots`` candidates, or every compiled candidate in ``records`` where more joined (dropped,
+    failed or over the memory bound, each kept its share: tuner/decide/race.py plans its
+    candidates when it starts)."""
     eager = records[EAGER.key()]
     compiled = [r for r in records.values() if r.config.compiles]
     every = list(records.values())
@@ -120,15 +131,16 @@ def weigh(records: dict[str, Record], scoring: Scoring, looks: stats.Looks, tie_
                 "eager_step_s": statistics.fmean(s for _, s in eager.steps) if eager.steps else scoring.eager_step_s}
     if not eager.steps and eager.failures:
         return {"failed": f"eager failed every round ({_failures([eager])})", "candidates": []}
-    if not eager.steps:
-        # every eager process waited for a core: nothing failed, the machine measured other work
-        # (seen in a test run beside a zoo run on this VM; it read "confirmation failed" before)
-        machine = _machine(every)
-        return {"verdict": "undecided", "choice": EAGER.to_dict(), "reason": _busy(machine), "machine": machine,
-                "eager_step_s": scoring.eager_step_s, "candidates": []}
     ok = [r for r in compiled if r.steps and not r.failures and not _over_memory(r, scoring)]
     machine = _machine(every)
     e_steps = _eager_levels(eager, ok)
+    if not e_steps:
+        # every eager process waited for a core: nothing failed, the machine measured other work
+        # (seen in a test run beside a zoo run on this VM; it read "confirmation failed" before).
+        # Paired, eager's side of each config's process is its level: eager alone may all be crowded.
+        return {"verdict": "undecided", "choice": EAGER.to_dict(), "reason": _busy(machine), "machine": machine,
+                "eager_step_s": scoring.eager_step_s, "candidates": [], "confidence": confidence,
+                "tie_margin": tie_margin}
     e_step = statistics.fmean(e_steps)
     eager_total = scoring.steps * e_step
     base: dict[str, Any] = {"eager_step_s": e_step, "eager_total_s": eager_total, "confidence": confidence,
@@ -146,16 +158,18 @@ def weigh(records: dict[str, Record], scoring: Scoring, looks: stats.Looks, tie_
         return {**base, "verdict": "stay_eager", "choice": EAGER.to_dict(),
                 "reason": f"no finalist was confirmed ({why})",
                 "candidates": [_eager_summary(eager, e_step, eager_total)]}
-    f = _figures(records, ok, scoring, looks, confidence, tie_margin)
+    f = _figures(records, ok, scoring, looks, confidence, tie_margin, slots)
     call = stats.decide(f.savings, tie_margin * f.eager_total)
     leader = call.leader or max(f.savings, key=lambda k: f.savings[k].estimate)
+    for k, z in call.zones.items():
+        f.summaries[k]["zone"] = z
     decision = {**base, "spread": f.model.sigma, "spread_df": f.model.df, "look_confidence": f.level,
                 "looks": len(looks.taken), "paired": f.paired, "process_spread": _process_spread(records),
                 "candidates": [_eager_summary(eager, e_step, eager_total), *f.summaries.values(),
                                *(_failed_summary(r) for r in compiled if r not in ok)],
                 "trailing": [k for k in f.savings if k not in (leader, PLAIN_COMPILE.key())
                              and f.savings[k].high < f.savings[leader].low]}
-    decision.update(_verdict(call.verdict, leader, f, machine, eager))
+    decision.update(_verdict(call, leader, f, machine, eager))
     return decision
 
 
@@ -185,23 +199,29 @@ class _Figures:
 
 
 def _figures(records: dict[str, Record], ok: list[Record], scoring: Scoring, looks: stats.Looks, confidence: float,
-             tie_margin: float) -> _Figures:
+             tie_margin: float, slots: int = 1) -> _Figures:
     eager = records[EAGER.key()]
     e_steps = _eager_levels(eager, ok)
     e_step = statistics.fmean(e_steps)
     paired = all(r.paired for r in ok)
     model = stats.fit(sample for r in (ok if paired else [eager, *ok]) for sample in r.samples(eager.key))
-    level = looks.confidence(confidence, len(ok))
+    # every candidate that started the race keeps its share of the error rate, weighed now or not
+    # (one that failed a later process or ran over the memory bound had its chances to err)
+    started = [r for r in records.values() if r.config.compiles]
+    level = looks.confidence(confidence, max(slots, len(started)))
+    # a cold compile's spread from cold compiles alone, pooled over the candidates (stats.compile_costs)
     costs = stats.compile_costs({r.key: r.compile_samples(scoring) for r in ok},
-                                [r.other_compiles(scoring) for r in ok])
+                                [r.compile_samples(scoring) for r in started if r not in ok])
     se_log = stats.pooled_log_se(e_steps)
     speedups = {r.key: model.speedup(eager.key, r.key, level) for r in ok}
     savings = {r.key: stats.saving(model, eager.key, r.key, scoring.steps, e_step, se_log, costs[r.key], level,
                                    base_df=len(e_steps) - 1) for r in ok}
-    if len({rnd for rnd, _ in eager.steps}) < 2:
+    if len({rnd for r in [eager, *ok] for rnd, _ in r.steps}) < 2:
         # One round (a --budget that cut confirmation short): the spread of its two eager processes
         # has 1 degree of freedom, and at the looks' confidence its interval spans 0x to 10^9x,
-        # true and of no use. No interval is stated until a second round.
+        # true and of no use. No interval is stated until a second round. (Counted over every
+        # process that ran cleanly: a crowded eager-alone process in round 2 once left eager one
+        # round, and a 2-round race stated no interval though its paired processes had one.)
         speedups = {k: _no_interval(i) for k, i in speedups.items()}
         savings = {k: _no_interval(i) for k, i in savings.items()}
     summaries = {r.key: _summary(r, speedups[r.key], savings[r.key], costs[r.key], e_step, scoring.steps)
@@ -218,39 +238,49 @@ def _eager_levels(eager: Record, ok: list[Record]) -> list[float]:
     return [s for _, s in eager.steps] + [e for r in ok if r.paired for e in r.beside]
 
 
-def _verdict(verdict: str | None, leader: str, f: _Figures, machine: dict, eager: Record) -> dict[str, Any]:
-    """The verdict, its choice and its reason, in words that match what was measured."""
+def _verdict(call: stats.Call, leader: str, f: _Figures, machine: dict, eager: Record) -> dict[str, Any]:
+    """The verdict, its choice, its zone and its reason, in words that match what was measured."""
     margin = f"{f.tie_margin:.0%}"
     label = f.records[leader].config.describe()
     if machine["busy"]:
         return {"verdict": "undecided", "choice": EAGER.to_dict(), "best": f.summaries[leader],
-                "reason": _busy(machine)}
-    if verdict == "compile":
-        chosen, reason = _simpler(leader, f)
+                "reason": _busy(machine), "zone": None}
+    if call.verdict == "compile":
+        chosen, reason = _simpler(leader, f, call)
         return {"verdict": "compile", "choice": f.records[chosen].config.to_dict(), "best": f.summaries[chosen],
-                "reason": reason}
+                "reason": reason, "zone": "compile"}
     best = f.savings[leader]
     words = _saving_words(best, f.eager_total)
-    if verdict == "stay_eager":
-        why = (f"the best config ({label}) is slower than eager: {words}" if best.high < 0 else
-               f"a tie within {margin}: the best config ({label}) {words}, less than the {margin} of eager's total "
-               "that compiling must save")
-        return {"verdict": "stay_eager", "choice": EAGER.to_dict(), "best": f.summaries[leader], "reason": why}
+    if call.verdict == "stay_eager":
+        why = (f"a tie within {margin}: the best config ({label}) {words}, within {margin} of eager's total either "
+               "way: compiling buys nothing worth it" if call.zone == "tie" else
+               f"the best config ({label}) is slower than eager: {words}")
+        return {"verdict": "stay_eager", "choice": EAGER.to_dict(), "best": f.summaries[leader], "reason": why,
+                "zone": call.zone}
     rounds = max((r for r, _ in eager.steps), default=0) + 1
     need = stats.rounds_to_decide(best, f.tie_margin * f.eager_total, rounds)
     if not math.isfinite(best.low):
-        return {"verdict": "undecided", "choice": EAGER.to_dict(), "best": f.summaries[leader],
+        return {"verdict": "undecided", "choice": EAGER.to_dict(), "best": f.summaries[leader], "zone": None,
                 "reason": f"could not tell after one round: the best config ({label}) {words}; a second round gives "
                           "the first interval", "to_decide": {"rounds": None}}
-    return {"verdict": "undecided", "choice": EAGER.to_dict(), "best": f.summaries[leader],
-            "reason": f"could not tell: the best config ({label}) {words}, an interval that holds both a saving and "
-                      f"a tie within {margin}",
+    return {"verdict": "undecided", "choice": EAGER.to_dict(), "best": f.summaries[leader], "zone": None,
+            "reason": f"could not tell: the best config ({label}) {words}, {_spans(best, f)}",
             "to_decide": {"rounds": max(rounds + 1, math.ceil(need)) if need else None}}
 
 
-def _simpler(chosen: str, f: _Figures) -> tuple[str, str]:
+def _spans(s: stats.Interval, f: _Figures) -> str:
+    """What an undecided saving's interval holds: a tie, and a saving or a loss beyond the margin."""
+    margin_s, margin = f.tie_margin * f.eager_total, f"{f.tie_margin:.0%}"
+    if margin_s <= 0:
+        return "an interval that holds both a saving and a loss"
+    beyond = " or ".join(w for w, out in (("a saving", s.high >= margin_s), ("a loss", s.low <= -margin_s)) if out)
+    return f"an interval that holds both a tie within {margin} and {beyond} of more than that"
+
+
+def _simpler(chosen: str, f: _Figures, call: stats.Call) -> tuple[str, str]:
     """The chosen config and its reason: plain ``torch.compile`` instead of a tuned finalist
-    when plain compile is itself a proven win and the finalist is not shown to beat it."""
+    when plain compile is itself a proven win (its own zone is compile) and the finalist is not
+    shown to beat it."""
     label = f.records[chosen].config.describe()
     reason = f"{label} {_saving_words(f.savings[chosen], f.eager_total)}"
     plain = PLAIN_COMPILE.key()
@@ -260,7 +290,7 @@ def _simpler(chosen: str, f: _Figures) -> tuple[str, str]:
     over = stats.saving(f.model, plain, chosen, f.scoring.steps, plain_step, f.se_log, f.costs[chosen], f.level,
                         base_cost=f.costs[plain], base_df=f.level_df)
     words = f"{over.estimate:+.1f} s ({over.low:+.1f} to {over.high:+.1f} s)"
-    if f.savings[plain].low > 0 and over.low <= 0:
+    if call.zones.get(plain) == "compile" and over.low <= 0:
         return plain, (f"plain torch.compile {_saving_words(f.savings[plain], f.eager_total)}; "
                        f"{label} is not shown to beat it ({words} against it): the simpler plain torch.compile")
     return chosen, reason + f"; against plain torch.compile {words}"
@@ -312,7 +342,7 @@ def _finite(i: stats.Interval) -> list[float | None]:
 def _heap(records: dict[str, Record], confidence: float) -> dict | None:
     """Eager pinned against eager as a user's process starts: the pin's own gain, with its interval."""
     started, eager = records.get(AS_STARTED), records[EAGER.key()]
-    if started is None or not started.steps:
+    if started is None or not started.steps or not eager.steps:
         return None
     model = stats.fit(stats.Sample(r.key, rnd, s) for r in (eager, started) for rnd, s in r.steps)
     gain = model.speedup(AS_STARTED, eager.key, confidence)
@@ -334,11 +364,13 @@ def _process_spread(records: dict[str, Record]) -> float | None:
 def _machine(records: list[Record]) -> dict[str, Any]:
     processes = sum(r.processes for r in records)
     crowded = sum(len(r.crowded) for r in records)
+    crowded_compiles = sum(len(r.crowded_compiles) for r in records)
     loads = [v for r in records for v in r.loads]
     waits = [v for r in records for v in r.waits]
     return {"processes": processes, "crowded": crowded, "busy": processes > 0 and crowded > BUSY * processes,
             "load": round(max(loads), 2) if loads else None,
-            "core_wait_median": round(statistics.median(waits), 4) if waits else None}
+            "core_wait_median": round(statistics.median(waits), 4) if waits else None,
+            **({"crowded_compiles": crowded_compiles} if crowded_compiles else {})}
 
 
 def _busy(machine: dict[str, Any]) -> str:

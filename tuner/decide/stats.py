@@ -30,31 +30,40 @@ the same width. Eager's level ``E`` for totals is the mean of every pinned eager
 processes alone and its side of each paired process (tuner/decide/evidence.py).
 
 **The saving** of a config over eager is ``steps x E x (1 - 1/speedup) - compile`` (``E``: eager's
-mean step, ``compile``: the mean of the config's cold compiles, its spread pooled with the warm
-compiles' of the later rounds: :func:`compile_costs`). Its interval maps the speedup's through
+mean step, ``compile``: the mean of the config's cold compiles, their spread pooled over the
+candidates' cold compiles alone: :func:`compile_costs`). Its interval maps the speedup's through
 that formula exactly and adds E's and the compile's uncertainty by the MOVER method.
 
-**The decision** (:func:`decide`), with a tie margin ``m`` (a share of eager's total): *compile*
-when the saving's interval lies above zero; *stay eager* when it lies below ``m`` for every
-candidate (compiling loses, or saves less than the margin: a tie); otherwise measure another
-round. The race looks at the data after rounds 2, 3, 5, 8, 12, 18 (:func:`look_rounds`) and
-picks its leader among several candidates, so each interval is taken at a higher confidence,
-such that all of them hold at the stated one together (repeated confidence intervals, Jennison
-and Turnbull): the error rate is shared among the candidates (Bonferroni) and spent over the
-looks by a Pocock-type function with boundaries computed from the looks' correlation
-(:func:`look_confidence`); the race's last look, where its rounds or a ``--budget`` end it,
-spends what is left. Until 2026-12-03 it was Bonferroni over the planned looks as well, which
-kept the share of looks that a budget never let run (the zoo's BERT server: 1.09x (1.01x-1.17x)
-after 6 of 18 rounds, each interval at 99.7 %, undecided). tests/test_stats.py measures the
-error rates on simulated processes of known spread, with and without a budget that cuts the
-race short.
+**The decision** (:func:`decide`), with a tie margin ``m`` (a share of eager's total), puts each
+candidate's saving interval in one of three zones (:func:`zone`): *compile* when it lies above zero
+and reaches ``m``; *tie* when it lies inside ``(-m, m)``, two one-sided tests of equivalence at once
+(Schuirmann's TOST: compiling buys nothing worth it, either way); *slower* when it lies below zero
+and is no tie. The race says compile when a candidate is in the compile zone (the best by estimate
+leads), stay eager when every candidate is a tie or slower (or trails, beyond doubt, one that is),
+and otherwise measures another round. Until 2026-12-04 a candidate whose interval lay below ``m``
+was a tie, one-sided (-3.6 % to +0.04 % of eager's total read "a tie within 2 %"), and one above
+zero was compile however far below ``m`` it lay.
+
+The race looks at the data after rounds 2, 3, 5, 8, 12, 18 (:func:`look_rounds`) and picks its
+leader among several candidates, so each interval is taken at a higher confidence, such that all
+of them hold at the stated one together (repeated confidence intervals, Jennison and Turnbull):
+the error rate is shared among the candidates that start the race (Bonferroni; one dropped later
+keeps its share) and spent over the looks by a Pocock-type function with boundaries computed from
+the looks' correlation (:func:`look_confidence`); the race's last look, where its rounds or a
+``--budget`` end it, spends what is left. Until 2026-12-03 it was Bonferroni over the planned
+looks as well, which kept the share of looks that a budget never let run (the zoo's BERT server:
+1.09x (1.01x-1.17x) after 6 of 18 rounds, each interval at 99.7 %, undecided). tests/test_stats.py
+measures the error rates on simulated processes of known spread, with and without a budget that
+cuts the race short, with heavy tails and an outlier process, and where compiling saves exactly
+nothing.
 """
 from __future__ import annotations
 
 import functools
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Literal
 
 import numpy as np
 
@@ -261,13 +270,22 @@ class Cost:
 
 def compile_costs(samples: dict[str, list[float]], replicates: Iterable[Sequence[float]] = ()) -> dict[str, Cost]:
     """Each candidate's mean compile and its standard error. The relative spread is pooled on the
-    log scale, each group about its own mean, over the candidates' ``samples`` and the further
-    ``replicates`` of one config compiling in fresh processes (the warm compiles of the rounds after
-    the first): a fresh process varies by a share of what it does, compiling cold or warm. Two cold
-    compiles alone give one degree of freedom, whose t quantile at the looks' confidence (76 at
-    99.6 %) made a 42 s compile +-520 s wide (the zoo's ResNet-50, 2026-12-03: cold compiles of
-    48.6 s and 35.0 s left 1.24x (1.13x-1.36x) undecided). A candidate with one sample borrows
-    the pooled spread."""
+    log scale, each candidate's compiles about their own mean, over the candidates' ``samples``
+    and the further ``replicates``: groups of the same kind of compile (cold, where the score
+    charges cold) from candidates that are not weighed (one that failed a later process). A fresh
+    process varies by a share of what it does, but a cold compile by more than a warm one (3-5 %
+    against 1-2 %), so warm compiles never set a cold compile's spread: until 2026-12-04 they were
+    pooled in, and at that mix the cold mean's 95 % interval held its truth 72 % of the time
+    (tests/test_stats.py). Degrees of freedom come from pooling over candidates: two cold
+    compiles of one candidate alone give one, whose t quantile at the looks' confidence (76 at
+    99.6 %) makes a 42 s compile +-520 s wide (the zoo's ResNet-50, 2026-12-03: cold compiles of
+    48.6 s and 35.0 s); three candidates' pairs give three. A candidate with one sample borrows
+    the pooled spread.
+
+    >>> cost = compile_costs({"a": [40.0, 42.0], "b": [20.0, 20.8]})["a"]
+    >>> round(cost.compile_s, 1), cost.compile_df
+    (41.0, 2.0)
+    """
     groups = [[math.log(v) for v in vs if v > 0] for vs in [*samples.values(), *replicates]]
     ss = sum(sum((v - sum(vs) / len(vs)) ** 2 for v in vs) for vs in groups if len(vs) > 1)
     df = sum(len(vs) - 1 for vs in groups if len(vs) > 1)
@@ -326,6 +344,10 @@ def _compile_half(cost: Cost, base_cost: Cost | None, q: float) -> float:
 # ----------------------------------------------------------------------------- deciding
 
 
+#: Where a saving's interval lies against zero and the tie margin (:func:`zone`).
+Zone = Literal["compile", "tie", "slower"]
+
+
 @dataclass(frozen=True)
 class Call:
     """One look's answer: ``compile``, ``stay_eager`` or None (measure more)."""
@@ -333,31 +355,68 @@ class Call:
     verdict: str | None
     leader: str | None
     why: str
+    zone: Zone | None = None
+    """The leader's zone when the race is decided: ``compile``; ``tie`` or ``slower`` (stay eager)."""
+    zones: dict[str, Zone | None] = field(default_factory=dict)
+    """Each candidate's own zone (None: not decided)."""
+
+
+def zone(saving: Interval, margin_s: float) -> Zone | None:
+    """Where a saving's interval lies: ``compile`` above zero and reaching the margin, ``tie``
+    inside ``(-margin_s, margin_s)`` (an equivalence test, two one-sided tests at once), ``slower``
+    below zero and no tie; None when it spans more than one of them.
+
+    >>> [zone(Interval(e, lo, hi, 0.95), 20.0) for e, lo, hi in [(40, 5, 75), (10, 5, 15), (-40, -75, -5)]]
+    ['compile', 'tie', 'slower']
+    >>> zone(Interval(-17.0, -36.0, 0.4, 0.95), 20.0) is None  # a loss of up to 36 s is no tie within 20 s
+    True
+    """
+    if saving.low > 0 and saving.high >= margin_s:
+        return "compile"
+    if -margin_s < saving.low and saving.high < margin_s:
+        return "tie"
+    if saving.high < 0:
+        return "slower"
+    return None
 
 
 def decide(savings: dict[str, Interval], margin_s: float) -> Call:
-    """The three-way decision from each candidate's saving interval (see the module's text)."""
+    """The three-way decision from each candidate's saving interval (see the module's text):
+    compile with the best candidate in the compile zone; stay eager when every candidate is a tie
+    or slower, or trails such a one beyond doubt (its interval below that one's: what the race
+    stops measuring, and no better than it); otherwise measure more.
+
+    >>> decide({"a": Interval(10.0, 5.0, 15.0, 0.95)}, 20.0).zone  # saves, but less than the margin
+    'tie'
+    """
     if not savings:
         return Call("stay_eager", None, "no candidate")
+    zones = {k: zone(s, margin_s) for k, s in savings.items()}
     leader = max(savings, key=lambda k: savings[k].estimate)
-    proven = [k for k, s in savings.items() if s.low > 0]
+    proven = [k for k, z in zones.items() if z == "compile"]
     if proven:
         best = max(proven, key=lambda k: savings[k].estimate)
-        return Call("compile", best, "its saving's interval lies above zero")
-    if all(s.high < margin_s for s in savings.values()):
-        return Call("stay_eager", leader, "every candidate's saving lies below the tie margin")
-    return Call(None, leader, "the intervals cross zero or the tie margin")
+        return Call("compile", best, "its saving's interval lies above zero and reaches the tie margin", "compile",
+                    zones)
+    eager_is_enough = [k for k, z in zones.items() if z in ("tie", "slower")]
+    if all(k in eager_is_enough or any(savings[k].high < savings[j].low for j in eager_is_enough) for k in savings):
+        why = ("its saving's interval lies inside the tie margin, either way" if zones[leader] == "tie" else
+               "the best saving's interval lies below zero")
+        return Call("stay_eager", leader, why, zones[leader], zones)
+    return Call(None, leader, "an interval spans zero or the tie margin", None, zones)
 
 
 def rounds_to_decide(interval: Interval, margin_s: float, rounds: int) -> float | None:
     """About how many rounds in all would decide a saving measured so far as ``interval`` after
     ``rounds`` rounds (an interval shrinks as 1/sqrt(rounds)); None when the estimate sits on a
-    boundary and no number of rounds can be promised."""
+    boundary and no number of rounds can be promised. The zone reached first is the one whose
+    boundary lies farther from the estimate: 30 % of the margin from zero, a tie once the half
+    width falls below 70 % of the margin; 70 % from zero, slower (or compile) once it falls below
+    70 % (its far end still past the margin: no tie); beyond the margin, slower or compile."""
     half = (interval.high - interval.low) / 2
     if not math.isfinite(half) or half <= 0:
         return None
-    # the nearer decision: above zero (compile) or below the margin (a tie or a loss)
-    distance = max(interval.estimate - 0.0, margin_s - interval.estimate)
+    distance = max(abs(interval.estimate), margin_s - abs(interval.estimate))
     if distance <= 0:
         return None
     return rounds * (half / distance) ** 2

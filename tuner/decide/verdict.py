@@ -48,7 +48,7 @@ def pick_best(study, scoring: Scoring, device: str) -> TunedConfig:
     regional = regional_saving(study)
     if regional:
         tuned = dataclasses.replace(tuned, measured={**tuned.measured, "regional_compile": regional})
-    packaged = study.user_attrs.get("package") or {}  # compile-tune package (tuner/package.py)
+    packaged = study.user_attrs.get("package") or {}  # compile-tune package (tuner/ship/package.py)
     if packaged and (packaged.get("config_key") == key or tuned.verdict == "stay_eager"):
         tuned = dataclasses.replace(tuned, measured={
             **tuned.measured, "package": {k: v for k, v in packaged.items() if k != "config_key"}})
@@ -223,7 +223,7 @@ def _from_confirmation(decision: dict, scoring: Scoring, tuned_on: dict, study) 
     base: dict[str, Any] = {
         "confirmed": True, "confirm_rounds": decision.get("rounds_done") or decision.get("rounds"),
         "reason": decision["reason"], "confidence": decision.get("confidence"),
-        "tie_margin": decision.get("tie_margin"),
+        "tie_margin": decision.get("tie_margin"), "zone": decision.get("zone"),  # stats.zone: tie/slower says why
         "speedup": best.get("speedup"), "speedup_interval": best.get("speedup_interval"),
         "saving_s": best.get("saving_s"), "saving_interval_s": best.get("saving_interval_s"),
         "eager_total_time_s": decision.get("eager_total_s", eager["total_time_s"]),
@@ -238,6 +238,13 @@ def _from_confirmation(decision: dict, scoring: Scoring, tuned_on: dict, study) 
         base["machine"] = decision["machine"]
     if decision.get("cut_short"):  # the --budget stopped the race: fewer rounds, wider intervals
         base["confirm_cut_short"] = decision["cut_short"]
+    if decision.get("later_looks"):  # the answer is an earlier look's; the looks after it could not tell
+        base["later_looks"] = decision["later_looks"]
+    if decision.get("so_far"):  # a look of a race still running (or stopped there by Ctrl-C): the answer so far
+        base["so_far"] = True
+    first = study.user_attrs.get("first_answer") or {}
+    if first.get("elapsed_s") is not None:  # when the run's first decided answer was written
+        base["first_answer_s"] = first["elapsed_s"]
     if decision["verdict"] != "compile":
         measured = {**base, "total_time_s": base["eager_total_time_s"], "best_compiled": best.get("config_label"),
                     "best_compiled_total_time_s": best.get("total_time_s"),

@@ -13,10 +13,10 @@ from pathlib import Path
 
 from ._source import has_storage, open_saved_study
 from ._tables import COLUMNS, measured, summary_table, trials_frame, write_trials_csv
-from ._verdict_text import verdict_text
+from ._verdict_text import answer_line, verdict_text
 
 __all__ = ["COLUMNS", "measured", "summary_table", "trials_frame", "write_trials_csv", "write_reports",
-           "render_reports", "open_saved_study", "has_storage", "verdict_text"]
+           "render_reports", "open_saved_study", "has_storage", "verdict_text", "answer_line"]
 
 
 def render_reports(study, tuned, scoring) -> tuple[str, str]:

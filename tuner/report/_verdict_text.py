@@ -42,6 +42,12 @@ def verdict(tuned, hardware_warning: str | None = None, failed: int | None = Non
     if m.get("confirm_cut_short"):
         v.sentence += (f" Confirmation was cut short by the --budget ({text(m['confirm_cut_short'])})"
                        + (", so its single round measured no spread." if m.get("confirm_rounds") == 1 else "."))
+    if m.get("so_far"):
+        v.sentence += (f" This is the answer so far: the race decided it after {count(m.get('confirm_rounds'))} "
+                       "round(s) and the run stopped before the race finished (Ctrl-C, a signal, an error or the "
+                       "--budget); run the same command again to go on.")
+    if m.get("later_looks"):
+        v.sentence += f" The race's later looks could not tell ({text(m['later_looks'])}); this look's answer stands."
     if m.get("confirmed") is False:
         why = text(m.get("unconfirmed_because")) or "no confirmation recorded"
         v.unconfirmed = why + (f" ({m['confirmation_error']})" if m.get("confirmation_error") else "")
@@ -271,7 +277,8 @@ def _confirmed_facts(m: dict) -> list[tuple[str, str, str]]:
     if number(m.get("saving_s")):
         facts.append((f"saving, {confidence} interval",
                       f"{float(m['saving_s']):+.1f} s {_between(s_lo, s_hi, _signed)}",
-                      f"tie margin {float(m.get('tie_margin') or 0):.0%} of eager's total"))
+                      f"tie margin {float(m.get('tie_margin') or 0):.0%} of eager's total either way"
+                      + ZONE_WORDS.get(str(m.get("zone")), "")))
     machine = m.get("machine") or {}
     if machine.get("crowded"):
         facts.append(("machine", f"{machine['crowded']} of {machine['processes']} processes crowded",
@@ -284,6 +291,11 @@ def _confirmed_facts(m: dict) -> list[tuple[str, str, str]]:
     return facts
 
 
+#: What the saving's interval showed (tuner/decide/stats.py's zones), after the tie margin's note.
+ZONE_WORDS = {"compile": ": above zero and reaching the margin", "tie": ": inside the margin, a tie",
+              "slower": ": below zero, slower than eager"}
+
+
 def _between(low, high, fmt) -> str:
     """``(low to high)``, or why there is no interval (a single round of confirmation)."""
     if number(low) is None or number(high) is None:
@@ -293,3 +305,17 @@ def _between(low, high, fmt) -> str:
 
 def _signed(v) -> str:
     return "?" if not number(v) else f"{float(v):+.1f} s"
+
+
+def answer_line(tuned) -> str:
+    """The verdict in one line, its interval and where it holds: what the terminal says at each
+    look that decides (``so far: compile with whole/inductor/default, 1.06x (1.03x-1.09x) ...``)."""
+    m, on = tuned.measured, tuned.tuned_on
+    head = {"compile": f"compile with {tuned.config.describe()}", "stay_eager": "stay eager"}.get(tuned.verdict,
+                                                                                               "undecided")
+    low, high = m.get("speedup_interval") or (None, None)
+    figure = (f", {ratio(m['speedup'])} as fast as eager {_between(low, high, ratio)} at "
+              f"{number(m.get('confidence')) or 0.95:.0%}" if number(m.get("speedup")) else "")
+    machine = text(on.get("cpu") or on.get("host"))
+    where = f"{text(on.get('threads'))} thread(s), torch {text(on.get('torch'))}, {machine}"
+    return f"{head}{figure}; holds at {where}"

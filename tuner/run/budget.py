@@ -49,7 +49,7 @@ CONFIRM_BUDGET_SHARE = 0.5
 WARM_START_TRIALS = 1.0
 #: Fresh processes the warm start runs, each a start, the model's build, a warm compile and a
 #: step (:func:`warm_start_wall`): its first step from the bundle, and for inference also the
-#: precompiled forward's save and its first step (tuner/bundle.py; an upper bound: only a whole
+#: precompiled forward's save and its first step (tuner/ship/bundle.py; an upper bound: only a whole
 #: model in one graph is precompiled). Before 2026-12-02 it was reserved as a whole confirmation
 #: trial: 69 s on the zoo's GPT-2 training, whose warm start takes about 20 s.
 WARM_START_PROCESSES = {"infer": 3, "train": 1}
@@ -225,16 +225,17 @@ class Plan:
         rounds = first + (CONFIRM_RESERVE_ROUNDS - 1) * self.confirm_round_s()
         return CONFIRM_RESERVE_MARGIN * rounds + self.warm_start_s + self.output_s
 
-    def search_reserve_s(self, budget_s: float | None = None) -> float:
+    def search_reserve_s(self, budget_s: float | None = None, raced_s: float = 0.0) -> float:
         """What the search leaves once it stops: :attr:`reserve_s`, and with confirmation on under a
-        ``budget_s``, at least :data:`CONFIRM_BUDGET_SHARE` of it for confirmation."""
+        ``budget_s``, at least :data:`CONFIRM_BUDGET_SHARE` of it for confirmation, less the
+        ``raced_s`` the race has had already (its opening, before the search: one race, one share)."""
         if not self.confirm_trials or budget_s is None:
             return self.reserve_s
-        return max(self.reserve_s, CONFIRM_BUDGET_SHARE * budget_s + self.warm_start_s + self.output_s)
+        return max(self.reserve_s, CONFIRM_BUDGET_SHARE * budget_s - raced_s + self.warm_start_s + self.output_s)
 
-    def search_trial_fits(self, left_s: float, budget_s: float | None = None) -> bool:
+    def search_trial_fits(self, left_s: float, budget_s: float | None = None, raced_s: float = 0.0) -> bool:
         """Whether one more search trial and what must follow it fit in ``left_s`` of ``budget_s``."""
-        return (self.trial_s or 0.0) + self.search_reserve_s(budget_s) <= left_s
+        return (self.trial_s or 0.0) + self.search_reserve_s(budget_s, raced_s) <= left_s
 
     def warm_after_cold(self, each_s: float, trials: int) -> float:
         """A confirmation trial of a later round, from ``each_s`` measured in the first, whose
@@ -329,7 +330,7 @@ class RunClock:
 
     def search_trial_fits(self) -> bool:
         """Whether one more search trial and the reserve for what follows fit in the budget."""
-        return self.plan().search_trial_fits(self.left(), self.budget_s)
+        return self.plan().search_trial_fits(self.left(), self.budget_s, self.phase_seconds().get("confirmation", 0.0))
 
     def round_fits(self, trials: int, ran: int | None) -> bool:
         """Whether one more confirmation round of ``trials`` trials fits in the budget. ``ran``: the

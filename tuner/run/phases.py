@@ -16,7 +16,8 @@ from typing import Any
 from ..core.config import TunedConfig
 from ..core.durations import BUDGET_ATTR, BUDGET_RAN_OUT, PHASE_ATTR, budget_line, time_line
 from ..core.errors import TunerError
-from ..decide.confirm import confirm_finalists
+from ..decide.confirm import confirm_finalists, open_race
+from ..decide.race import Race
 from ..decide.search import Tuner
 from ..decide.verdict import SKIPPED_ATTR, pick_best
 from ..isolation.forkserver import ready as launcher_ready
@@ -62,6 +63,8 @@ class Run:
     clock: RunClock
     failure: Exception | None = None
     """An error of the measuring phases, raised again once the outputs are written."""
+    race: Race | None = None
+    """The run's race, opened after the baselines (tuner/decide/race.py); the finalists join it."""
     study: Any = field(init=False, default=None)
     tuner: Tuner = field(init=False)
     run: StudyRun = field(init=False)
@@ -167,7 +170,7 @@ class Run:
     def _baselines_and_search(self) -> None:
         opts, clock, tuner, run = self.opts, self.clock, self.tuner, self.run
         lanes = lane_plan(opts, self.device)
-        if lanes.lanes > 1:
+        if lanes.lanes > 1 and opts.workers > 1:
             with clock.phase("search"):
                 run_workers(opts, self.device, tuner, run, self.progress, lanes)
             return
@@ -178,10 +181,43 @@ class Run:
         if overrun:
             self.log(f"  {overrun}")
             run.notes.append(overrun)
+        self._open_race()
+        if lanes.lanes > 1:  # the search in lanes, which find the baselines measured
+            with clock.phase("search"):
+                run_workers(opts, self.device, tuner, run, self.progress, lanes)
+            return
         with clock.phase("search"):
             tuner.search(run.scoring, run, fits=clock.search_trial_fits if clock.bounded else None)
         with clock.phase("baselines"):
             tuner.finish_baselines(run.scoring)
+
+    def _open_race(self) -> None:
+        """Eager against plain compile before the search: the first answer, written at the look
+        that decides it (:meth:`_answer_so_far`)."""
+        opts, clock = self.opts, self.clock
+        if not self.main or opts.objective != "time" or self.run.scoring is None:
+            return  # a --workers or lane process measures the search alone: the run races
+        with clock.phase("confirmation"):
+            self.race = open_race(self.study, self.run.scoring, self.tuner, opts.confirm, opts.confirm_rounds,
+                                  self.log, round_fits=clock.round_fits if clock.bounded else None,
+                                  tie_margin=opts.tie_margin, on_look=self._answer_so_far)
+
+    def _answer_so_far(self, decision: dict) -> None:
+        """A look decided: best_config.yaml and the reports now hold this answer, whatever stops
+        the run next (Ctrl-C, SIGTERM, the --budget), and the terminal says so."""
+        first = self.study.user_attrs.get("first_answer")
+        if not first:
+            self.study.set_user_attr("first_answer", {"elapsed_s": round(self.clock.elapsed(), 1),
+                                                      "verdict": decision.get("verdict")})
+        from ..report import answer_line  # pandas: imported once the launcher has started
+
+        tuned = self.write()
+        left = max(0, self.opts.trials - self.tuner.search_done())
+        doing = (f"searching {left} more config(s)" if left and not self.run.exhausted
+                 else "racing the finalists")
+        self.log(f"so far: {answer_line(tuned)} ({self.clock.elapsed():.0f} s in); {doing}, Ctrl-C keeps this "
+                 f"answer in {self.out_dir / 'best_config.yaml'}")
+        sys.stdout.flush()  # a user's `| tee` or a scheduler's log sees it now, not at the end
 
     def decide(self) -> TunedConfig:
         """Confirm the finalists and write the verdict: from here on best_config.yaml and the
@@ -212,7 +248,8 @@ class Run:
                 decision = confirm_finalists(study, self.run.scoring, self.tuner, self.opts.confirm,
                                              self.opts.confirm_rounds, self.log,
                                              round_fits=clock.round_fits if clock.bounded else None,
-                                             tie_margin=self.opts.tie_margin)
+                                             tie_margin=self.opts.tie_margin, race=self.race,
+                                             on_look=self._answer_so_far)
             if study.user_attrs.get(SKIPPED_ATTR) == BUDGET_RAN_OUT:
                 clock.skip("confirmation")
             elif decision and decision.get("cut_short"):

@@ -10,7 +10,9 @@ callback, of which SQLAlchemy has many, is printed as "Exception ignored" and lo
 So while :func:`deferred` is active, SIGINT only records that a stop was asked for; the
 ``KeyboardInterrupt`` is raised inside :func:`interruptible` blocks (waiting for a trial's child
 process, a worker's sleep), or when one is entered or left. A second Ctrl-C raises at once,
-wherever the run is, for a user who does not want to wait.
+wherever the run is, for a user who does not want to wait. SIGTERM (a scheduler's stop, ``kill``,
+a job's time limit) is taken the same way where nothing else handles it: the run stops at the next
+safe point and writes its answer so far, instead of dying with nothing written.
 
 >>> with deferred():  # doctest: +SKIP
 ...     write_to_storage()            # a Ctrl-C here is held...
@@ -63,11 +65,16 @@ def deferred() -> Iterator[None]:
         return
     _state.active, _state.pending, _state.signals, _state.open = True, False, 0, 0
     signal.signal(signal.SIGINT, _on_sigint)
+    term = signal.getsignal(signal.SIGTERM)
+    if term is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _on_sigint)
     try:
         yield
         _raise_pending()
     finally:
         signal.signal(signal.SIGINT, previous)
+        if term is signal.SIG_DFL:
+            signal.signal(signal.SIGTERM, term)
         _state.active, _state.open = False, 0
 
 
