@@ -236,15 +236,7 @@ def _from_confirmation(decision: dict, scoring: Scoring, tuned_on: dict, study) 
         base.update(heap_gain=heap["gain"], heap_gain_interval=heap["interval"])
     if decision.get("machine"):
         base["machine"] = decision["machine"]
-    if decision.get("cut_short"):  # the --budget stopped the race: fewer rounds, wider intervals
-        base["confirm_cut_short"] = decision["cut_short"]
-    if decision.get("later_looks"):  # the answer is an earlier look's; the looks after it could not tell
-        base["later_looks"] = decision["later_looks"]
-    if decision.get("so_far"):  # a look of a race still running (or stopped there by Ctrl-C): the answer so far
-        base["so_far"] = True
-    first = study.user_attrs.get("first_answer") or {}
-    if first.get("elapsed_s") is not None:  # when the run's first decided answer was written
-        base["first_answer_s"] = first["elapsed_s"]
+    base.update(_race_facts(decision, study))
     if decision["verdict"] != "compile":
         measured = {**base, "total_time_s": base["eager_total_time_s"], "best_compiled": best.get("config_label"),
                     "best_compiled_total_time_s": best.get("total_time_s"),
@@ -279,6 +271,21 @@ def _from_confirmation(decision: dict, scoring: Scoring, tuned_on: dict, study) 
                         recompiles=trial.user_attrs.get("recompiles"),
                         search_speedup_in_process=trial.user_attrs.get("speedup"))
     return TunedConfig(config, "compile", _rounded(measured), tuned_on)
+
+
+def _race_facts(decision: dict, study) -> dict[str, Any]:
+    """Where the answer stands in its race (tuner/decide/race.py)."""
+    facts: dict[str, Any] = {}
+    if decision.get("cut_short"):  # the --budget stopped the race: fewer rounds, wider intervals
+        facts["confirm_cut_short"] = decision["cut_short"]
+    if decision.get("later_looks"):  # the answer is an earlier look's; the looks after it could not tell
+        facts["later_looks"] = decision["later_looks"]
+    if decision.get("so_far"):  # a look of a race still running (or stopped there by Ctrl-C): the answer so far
+        facts["so_far"] = True
+    first = study.user_attrs.get("first_answer") or {}
+    if first.get("elapsed_s") is not None:  # when the run's first decided answer was written
+        facts["first_answer_s"] = first["elapsed_s"]
+    return facts
 
 
 def _rounded(d: dict) -> dict:
