@@ -1,7 +1,7 @@
 """The error rates of the confirmation race (tuner/decide/confirm.py) on simulated processes of
 known spread, 400 races a case: the table of docs/statistics.md ("Error rates, measured").
 
-tests/test_stats.py asserts the same cases on fewer races; this prints each case's verdict shares
+tests/test_stats.py and tests/test_error_edges.py assert the same cases on fewer races; this prints each case's verdict shares
 (stay eager split by its zone: a tie or slower), the stated intervals' coverage, the mean rounds
 and, where a case names its false decision, how many races made it with its 95 % interval
 (Clopper-Pearson), so the table can be rebuilt::
@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from test_stats import OTHER, T5_LIKE, TUNED, binomial_interval, holds, race, saving_null  # noqa: E402
+from simulated_races import OTHER, T5_LIKE, TUNED, binomial_interval, holds, race, saving_null  # noqa: E402
 
 from tuner.core.config import PLAIN_COMPILE  # noqa: E402
 

@@ -16,7 +16,8 @@ from tuner.core.durations import (
 from tuner.core.errors import TunerError
 from tuner.decide.confirm import CONFIRM_TIMING_SHARE, EAGER_ALONE
 from tuner.run import budget
-from tuner.run.budget import OUTPUT_RESERVE_S, Plan, RunClock
+from tuner.run.budget import OUTPUT_RESERVE_S, Plan
+from tuner.run.clock import RunClock
 from tuner.run.pipeline import TuneOptions
 
 

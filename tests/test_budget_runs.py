@@ -10,7 +10,7 @@ from tuner.core.durations import BUDGET_ATTR, BUDGET_RAN_OUT, PHASE_ATTR
 from tuner.decide.confirm import CONFIRM_TIMING_SHARE
 from tuner.decide.search import Tuner
 from tuner.run import budget
-from tuner.run.budget import RunClock
+from tuner.run.clock import RunClock
 from tuner.run.pipeline import TuneOptions, tune
 from tuner.study import open_study
 

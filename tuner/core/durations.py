@@ -2,7 +2,7 @@
 ``--budget`` option accepts, how a wall time is printed, and the one-line summaries of where a
 run's time went and what its budget did (the terminal and the reports print the same lines).
 
-Pure values: the clock and the plan that use them are tuner/run/budget.py.
+Pure values: the clock and the plan that use them are tuner/run/clock.py and tuner/run/budget.py.
 
 Example:
     >>> parse_duration("1h30m")
@@ -22,7 +22,7 @@ from .errors import TunerError
 PHASES = ("check", "baselines", "search", "confirmation", "warm start", "thread check", "outputs")
 #: Why confirmation did not run when the budget had no room for one round (the verdict says so).
 BUDGET_RAN_OUT = "the --budget ran out"
-#: Study attributes: the latest run's seconds per phase (:meth:`RunClock.phase_seconds`), and what
+#: Study attributes: the latest run's seconds per phase (:meth:`tuner.run.clock.RunClock.phase_seconds`), and what
 #: its budget did (:meth:`RunClock.budget_record`; None when it had none).
 PHASE_ATTR, BUDGET_ATTR = "phase_seconds", "budget"
 

@@ -61,7 +61,7 @@ class ReportData:
     hardware_warning: str | None = None
     """Set when the finalists were measured on different machines (see tuner.study)."""
     phase_seconds: dict = field(default_factory=dict)
-    """The latest run's wall seconds per phase and its ``total`` (tuner/run/budget.py)."""
+    """The latest run's wall seconds per phase and its ``total`` (tuner/run/clock.py)."""
     budget: dict | None = None
     """What the latest run's ``--budget`` did, when it had one."""
     repairs: list[dict] = field(default_factory=list)

@@ -38,7 +38,8 @@ from ..study import (
 )
 from ..system.interrupts import check as stop_if_interrupted
 from ..system.storage import redact, scrub
-from .budget import Plan, RunClock
+from .budget import Plan
+from .clock import RunClock
 from .options import TuneOptions, TuneResult
 from .outputs import eager_done, import_report_modules, write_outputs
 from .progress import Progress

@@ -21,7 +21,7 @@ from ..space.autospace import AUTO, Choice, ModelFacts, build_auto_space
 from ..space.search_space import SearchSpace, load_space
 from ..system.interrupts import deferred
 from ..user.workload import load_workload, validate_workload
-from .budget import RunClock
+from .clock import RunClock
 from .options import DEFAULT_STEPS, TuneOptions, TuneResult, study_settings
 from .phases import Run
 
