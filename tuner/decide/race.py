@@ -126,10 +126,6 @@ class Race:
             new.append(cfg)
         return new
 
-    def candidates(self) -> list[str]:
-        """Every compiled candidate that joined, dropped ones included."""
-        return [k for k, r in self.records.items() if r.config.compiles]
-
     # ----------------------------------------------------------------------------- rounds
 
     def run(self, round_fits: Callable[[int, int | None], bool] | None = None, until: int | None = None) -> Decision:
@@ -207,7 +203,7 @@ class Race:
         taken = stats.Looks((*(n for n in self.looks if n < self.done), self.done), self.rounds,
                             final or self.done >= self.rounds)
         decision: Decision = weigh(self.records, self.scoring, looks=taken, tie_margin=self.tie_margin,
-                                   slots=max(self.slots, len(self.candidates())))
+                                   slots=self.slots)
         decision["rounds_done"] = self.done
         decision["racing"] = [c.key() for c in self.racing]
         if self.walls:
