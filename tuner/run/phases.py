@@ -213,7 +213,8 @@ class Run:
         from ..report import answer_line  # pandas: imported once the launcher has started
 
         tuned = self.write()
-        left = max(0, self.opts.trials - self.tuner.search_done())
+        unmeasured = {c.key() for c in self.space.configs()} - set(self.tuner.measured_by_key())
+        left = min(max(0, self.opts.trials - self.tuner.search_done()), len(unmeasured))
         doing = (f"searching {left} more config(s)" if left and not self.run.exhausted
                  else "racing the finalists")
         self.log(f"so far: {answer_line(tuned)} ({self.clock.elapsed():.0f} s in); {doing}, Ctrl-C keeps this "
