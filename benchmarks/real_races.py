@@ -114,7 +114,8 @@ def run_races(args, out: Path) -> None:
     counts = {k: int(v) for k, v in (item.split("=") for item in args.per_kind.split(","))}
     out.parent.mkdir(parents=True, exist_ok=True)
     header = {"machine": platform.processor() or platform.machine(), "threads": args.threads,
-              "torch": __import__("torch").__version__, "commit": os.popen(f"git -C {ROOT} rev-parse --short HEAD").read().strip(),
+              "torch": __import__("torch").__version__,
+              "commit": os.popen(f"git -C {ROOT} rev-parse --short HEAD").read().strip(),
               "rounds": args.rounds, "started": time.strftime("%Y-%m-%d %H:%M")}
     print(json.dumps(header), flush=True)
     workloads = args.workloads.split(",")

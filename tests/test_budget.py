@@ -284,3 +284,15 @@ def test_the_warm_start_is_planned_from_its_own_parts_per_task():
     old = {k: v for k, v in attrs.items() if k != "setup_s"}
     assert budget.warm_start_wall(old) == budget.confirm_trial_wall(old)
     assert Plan.from_trials(trials, confirm=2, warm_start=False).warm_start_s == 0.0
+
+
+def test_a_phase_aside_stops_the_clock_of_the_phase_around_it():
+    now = [0.0]
+    clock = RunClock(600.0, now=lambda: now[0])
+    with clock.phase("search"):
+        now[0] += 10.0
+        with clock.aside("confirmation"):
+            now[0] += 30.0
+        now[0] += 5.0
+    spent = clock.phase_seconds()
+    assert spent["search"] == 15.0 and spent["confirmation"] == 30.0 and spent["other"] == 0.0

@@ -6,7 +6,7 @@ import random
 from tuner.core.config import PLAIN_COMPILE, CompileConfig
 from tuner.core.score import Scoring
 from tuner.decide import stats
-from tuner.decide.race import COLD_COMPILES, MIN_ROUNDS, Race
+from tuner.decide.race import COLD_COMPILES, MIN_ROUNDS, PAIRED_PER_ROUND, Race
 
 SCORING = Scoring(steps=100_000, eager_step_s=0.01)
 TUNED = CompileConfig(target="blocks", options={"freezing": True})
@@ -51,13 +51,14 @@ def test_the_opening_decides_plain_compile_and_writes_it_at_the_first_look():
 def test_a_finalist_joining_a_decided_race_is_measured_before_the_race_settles():
     calls = []
     speedups = {PLAIN_COMPILE.key(): 1.3, TUNED.key(): 1.35}
-    r = race(simulated(speedups, calls=calls))
+    r = race(simulated(speedups, calls=calls), per_round=PAIRED_PER_ROUND)
     r.join([PLAIN_COMPILE], cold={PLAIN_COMPILE.key(): 30.0})
     assert r.run(until=3)["verdict"] == "compile"
     opened = r.done
     r.join([TUNED], cold={TUNED.key(): 1.0})  # a search figure offered for a finalist is not taken
     d = r.run()
-    assert d["verdict"] == "compile" and r.done - opened >= MIN_ROUNDS
+    # paired, one round gives it three processes and both cold compiles: its first look is the next
+    assert d["verdict"] == "compile" and r.done - opened == 1 and r.first_look_after(TUNED) == 1
     tuned = [(rnd, reuse) for key, rnd, reuse in calls if key == TUNED.key()]
     assert [reuse for _, reuse in tuned[:COLD_COMPILES]] == [False] * COLD_COMPILES
     assert all(reuse for _, reuse in tuned[COLD_COMPILES:])
@@ -218,3 +219,30 @@ def test_paired_a_race_whose_eager_alone_processes_were_all_crowded_still_states
     r.join([PLAIN_COMPILE])
     d = r.run(until=2)
     assert d["verdict"] == "compile" and d["confidence"] == 0.95 and d["eager_step_s"] > 0
+
+
+def test_an_unpaired_finalist_or_one_that_starts_the_race_still_waits_two_rounds():
+    r = Race(SCORING, simulated({PLAIN_COMPILE.key(): 1.3, TUNED.key(): 1.35}), rounds=12, slots=2,
+             heap_apart=False, paired=False, log=lambda line: None)
+    r.join([PLAIN_COMPILE])
+    r.run(until=2)
+    r.join([TUNED])  # one process a round: one round would give it a single process
+    assert r.first_look_after(TUNED) == MIN_ROUNDS and r.first_look_after(PLAIN_COMPILE) == MIN_ROUNDS
+    opened = r.done
+    assert r.run()["verdict"] == "compile" and r.done - opened >= MIN_ROUNDS
+
+
+def test_an_undecided_opening_is_promising_only_while_its_rounds_can_decide_it():
+    close = race(simulated({PLAIN_COMPILE.key(): 1.02}, spread=0.01))
+    close.join([PLAIN_COMPILE])
+    close.run(until=2)
+    need = close.decision["to_decide"]["rounds"]
+    assert close.decision["verdict"] == "undecided" and close.promising() == (need <= close.rounds)
+    hopeless = race(simulated({PLAIN_COMPILE.key(): 1.001}, spread=0.05))
+    hopeless.join([PLAIN_COMPILE])
+    hopeless.run(until=2)
+    assert hopeless.decision["to_decide"]["rounds"] > hopeless.rounds and not hopeless.promising()
+    decided = race(simulated({PLAIN_COMPILE.key(): 1.3}))
+    decided.join([PLAIN_COMPILE])
+    decided.run(until=2)
+    assert decided.settled() and not decided.promising()

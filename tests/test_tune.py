@@ -202,3 +202,30 @@ for run in ("first", "second"):
                           env=dict(os.environ, PYTHONPATH=str(ROOT)))
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert (tmp_path / "second" / "best_config.yaml").exists()
+
+
+def test_an_opening_that_did_not_decide_races_on_between_search_trials(tmp_path, workloads, monkeypatch):
+    """A close call: the opening's three rounds do not decide, its look says more rounds would, and
+    the race takes them between search trials, so the answer comes during the search."""
+    labels, noise = [], iter([1.04, 0.96, 1.0] * 200)
+
+    def measure(self, config, label="trial", compile_budget_s=None, warm=True, reuse_cache=False, timing_share=1.0,
+                timing="beside", **kwargs):
+        labels.append(label)
+        result = ok(config, speedup=1.05 if config.compiles else 1.0)
+        result["step_s"] *= next(noise)
+        result["timing"] = timing
+        return result
+
+    monkeypatch.setattr(Tuner, "measure", measure)
+    lines = []
+    tune(TuneOptions(workload=str(workloads / "mlp.py"), space="default", trials=6, threads=1, steps=1_000_000,
+                     out=str(tmp_path / "out"), check=False, warm_start=False, progress=False), log=lines.append)
+    searched = [i for i, label in enumerate(labels) if label.startswith("trial-")]
+    raced = {int(label.split("-")[1]) for label in labels[searched[0]:searched[-1]] if label.startswith("confirm-")}
+    opening = {int(label.split("-")[1]) for label in labels[:searched[0]] if label.startswith("confirm-")}
+    assert raced and min(raced) == max(opening) + 1, (labels, lines)  # the rounds after the opening's
+    # the answer came in the search, before its finalists joined the race
+    so_far = [i for i, line in enumerate(lines) if line.startswith("so far:")]
+    finalists = next(i for i, line in enumerate(lines) if line.startswith("confirming "))
+    assert so_far and so_far[0] < finalists, lines

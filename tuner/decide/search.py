@@ -255,9 +255,11 @@ class Tuner:
     def search_done(self, trials: list | None = None) -> int:
         return sum(1 for t in self.measured_by_key(trials).values() if t.user_attrs.get("role") == ROLE_SEARCH)
 
-    def search(self, scoring: Scoring, run: StudyRun, fits: Callable[[], bool] | None = None) -> None:
+    def search(self, scoring: Scoring, run: StudyRun, fits: Callable[[], bool] | None = None,
+               between: Callable[[], None] | None = None) -> None:
         """Measure search trials until the study holds ``settings.trials`` of them, the space is
-        exhausted, or ``fits()`` (the ``--budget``: tuner/run/budget.py) says the next one does not fit."""
+        exhausted, or ``fits()`` (the ``--budget``: tuner/run/budget.py) says the next one does not fit.
+        ``between()`` runs after each trial measured here (the run's race takes a round there)."""
         from optuna.trial import TrialState
 
         all_keys = {c.key() for c in self.space.configs()}
@@ -292,7 +294,10 @@ class Tuner:
                 cfg = next(c for c in self.space.configs() if c.key() == pick)
                 self.study.enqueue_trial(self.space.params_for(cfg), skip_if_exists=False)
                 streak = 0
-            streak = 0 if self._search_trial(scoring, run) else streak + 1
+            measured_one = self._search_trial(scoring, run)
+            streak = 0 if measured_one else streak + 1
+            if measured_one and between is not None:
+                between()
 
     def _dead_end(self, trials: list, run: StudyRun) -> set[str]:
         """Keys of the configs left out because regional compilation cannot work here; the reason

@@ -24,8 +24,8 @@ from ..runtime.apply import apply_config, optimizer_step
 from ..runtime.apply_precision import MARK as PRECISION_MARK
 from ..user.workload import call_model
 from .devices import timed
-from .stand_in import slowdown, stand_in
 from .setup import seed_all
+from .stand_in import slowdown, stand_in
 from .tree import map_tensors
 
 

@@ -24,6 +24,8 @@ weighted mean of per-signature medians (tuner/measure/mix.py).
 """
 from __future__ import annotations
 
+import contextlib
+import gc
 import math
 import statistics
 from dataclasses import dataclass
@@ -34,6 +36,11 @@ from .mix import MixEntry, signature, weighted
 
 #: Most steps of one input in one block (without a schedule).
 MOST_PER_BLOCK = 50
+#: Untimed steps of each side before the timed ones (A B B A ...), at most, and the time they
+#: may take: a tiny convnet's first steps after the collection took 0.6-0.8 ms, 0.27 ms, 0.12 ms,
+#: then 70 us; a model whose step takes 20 ms or more settles in one pair.
+SETTLING_PAIRS = 4
+SETTLING_S = 0.02
 
 
 @dataclass
@@ -104,19 +111,53 @@ def time_steps(step, mix: list[MixEntry], schedule: list | None, rounds: int, me
     index = {signature(e.inputs): i for i, e in enumerate(mix)}
     times: dict[bool, list[list[float]]] = {False: [[] for _ in mix], True: [[] for _ in mix]}
     ratios: list[float | None] = []
-    for r in range(rounds):
-        sums = {False: 0.0, True: 0.0}
-        items = [item for inputs in blocks[r] for item in inputs]
-        for k, item in enumerate(items):
-            # both sides step by step, which goes first flipped each step (A B B A): drift lasting
-            # a few steps hits both alike, where a block of each side let it hit one
-            for is_compiled in (sides if (r + k) % 2 == 0 else list(reversed(sides))):
+    first = blocks[0][0][0]
+    with _no_garbage_collection():
+        # the first steps after the stages before timing (and the collection) run on cold caches:
+        # 0.6-0.8 ms for a 70 us step, and the first timed step was always eager's
+        settle = max(1, min(SETTLING_PAIRS, math.ceil(SETTLING_S / max(min(estimates, default=1.0), 1e-6))))
+        for k in range(settle):
+            for is_compiled in (sides if k % 2 == 0 else list(reversed(sides))):
                 with step.mode(is_compiled):
-                    took = timed(lambda x=item: step(x), device)[0]
-                times[is_compiled][index[signature(item)]].append(took)
-                sums[is_compiled] += took
-        ratios.append(None if alone or not sums[True] else sums[False] / sums[True])
+                    step(first)
+        for r in range(rounds):
+            ratios.append(_time_round(step, blocks[r], r, sides, index, times, device, alone))
     return Timing(mix, times[False], times[True], ratios, arrival_order=bool(schedule))
+
+
+def _time_round(step, blocks: list[list[Any]], r: int, sides: list[bool], index: dict, times: dict, device: str,
+                alone: bool) -> float | None:
+    """One round's steps into ``times``; eager's sum over the config's (None alone)."""
+    sums = {False: 0.0, True: 0.0}
+    items = [item for inputs in blocks for item in inputs]
+    for k, item in enumerate(items):
+        # both sides step by step, which goes first flipped each step (A B B A): drift lasting
+        # a few steps hits both alike, where a block of each side let it hit one
+        for is_compiled in (sides if (r + k) % 2 == 0 else list(reversed(sides))):
+            with step.mode(is_compiled):
+                took = timed(lambda x=item: step(x), device)[0]
+            times[is_compiled][index[signature(item)]].append(took)
+            sums[is_compiled] += took
+    return None if alone or not sums[True] else sums[False] / sums[True]
+
+
+@contextlib.contextmanager
+def _no_garbage_collection():
+    """Python's collector off while steps are timed, as ``timeit`` does. A collection starts after a
+    fixed count of allocations, both sides' together, so in a process stepping eager and the config
+    in turn it lands on the same step of every process and charges one side for both: a tiny
+    convnet (70 us a step) took a 0.7 ms pause on the 20th eager step in 6 of 8 processes, eager
+    read 1.03-1.05x slower than itself under another name, and races of eager against eager said
+    "compile" (benchmarks/real_races.py). Collected first, so no garbage of the stages before is
+    left for the steps."""
+    was = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 def _blocks(mix: list[MixEntry], estimates: list[float], per_side: float) -> list[list[list[Any]]]:

@@ -62,13 +62,29 @@ class RunClock:
     @contextmanager
     def phase(self, name: str) -> Iterator[None]:
         """Time a phase; a phase entered again (outputs are written more than once) adds up."""
-        began = self.now()
-        self.running[name] = began
+        self.running[name] = self.now()
         try:
             yield
         finally:
-            del self.running[name]
+            began = self.running.pop(name)  # moved on where a phase ran aside (:meth:`aside`)
             self.phases[name] = self.phases.get(name, 0.0) + self.now() - began
+
+    @contextmanager
+    def aside(self, name: str) -> Iterator[None]:
+        """Time a phase run in the middle of another (the race's rounds between search trials):
+        the phases running around it stop their clocks meanwhile, so no second counts twice."""
+        now = self.now()
+        outer = dict(self.running)
+        for other, began in outer.items():
+            self.phases[other] = self.phases.get(other, 0.0) + now - began
+            del self.running[other]
+        try:
+            with self.phase(name):
+                yield
+        finally:
+            now = self.now()
+            for other in outer:
+                self.running[other] = now
 
     def cut_short(self, phase: str, how_far: str) -> None:
         self.cut[phase] = how_far
