@@ -116,7 +116,7 @@ def run_races(args, out: Path) -> None:
     header = {"machine": platform.processor() or platform.machine(), "threads": args.threads,
               "torch": __import__("torch").__version__,
               "commit": os.popen(f"git -C {ROOT} rev-parse --short HEAD").read().strip(),
-              "rounds": args.rounds, "started": time.strftime("%Y-%m-%d %H:%M")}
+              "max_rounds": args.rounds, "started": time.strftime("%Y-%m-%d %H:%M")}
     print(json.dumps(header), flush=True)
     workloads = args.workloads.split(",")
     with tempfile.TemporaryDirectory() as tmp:
@@ -178,7 +178,8 @@ def print_table(rows: list[dict]) -> None:
         return
     first = rows[0]
     print(f"\n{len(rows)} real races, {len({r['workload'] for r in rows})} workloads; {first['machine']}, "
-          f"{first['threads']} threads, torch {first['torch']}, commit {first['commit']}, at most {first['rounds']} rounds")
+          f"{first['threads']} threads, torch {first['torch']}, commit {first['commit']}, "
+          f"at most {first['max_rounds']} rounds")
     truth_known = [r for r in rows if r["kind"] in TRUTH]
     false = [r for r in truth_known if r["verdict"] == "compile"]
     lo, hi = clopper_pearson(len(false), len(truth_known))
@@ -196,7 +197,8 @@ def print_table(rows: list[dict]) -> None:
         clo, chi = clopper_pearson(covered, len(judged)) if judged else (0.0, 1.0)
         print(f"  {kind:7s} {len(of):3d} races: {verdicts}; interval covers the truth {covered}/{len(judged)} "
               f"({covered / max(1, len(judged)):.0%}, 95 % {clo:.0%}-{chi:.0%}); median race "
-              f"{statistics.median(r['wall_s'] for r in of):.0f} s, {statistics.median(r['rounds'] for r in of):.0f} rounds")
+              f"{statistics.median(r['wall_s'] for r in of):.0f} s, "
+              f"{statistics.median(r['rounds'] for r in of):.0f} rounds")
 
 
 if __name__ == "__main__":

@@ -172,9 +172,9 @@ def table(names: list[str], repeat: int = REPEAT) -> str:
              f"{(rows[0]['tuned_on'].get('threads') if rows else '?')}. `python benchmarks/zoo.py` rebuilds it.", "",
              "| model | date, commit | task, budget | verdict | confirmed speedup (95 % interval) | spread (run) | "
              "saving (95 % interval) | re-measured speedup (95 % interval) | noise floor (re-measure) | agree? | "
-             "heap's gain (95 % interval) | in one process (search; re-measure) | time to verdict | phases | "
-             "peak memory |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "heap's gain (95 % interval) | in one process (search; re-measure) | first decided answer | "
+             "time to verdict | phases | peak memory |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         m, rm, ph = r["m"], r["rm"], r["phases"]
         within = _interval(m.get("speedup_interval"))
@@ -193,9 +193,16 @@ def table(names: list[str], repeat: int = REPEAT) -> str:
             f"{_agrees(m, rm)}{' (re-measure of run 1)' if rm.get('shared_from') else ''} | "
             f"{_heap(m)} | "
             f"{_x(m.get('search_speedup_in_process'))}; "
-            f"{_x(rm.get('in_process_speedup'))} | {r['run']['wall_s'] / 60:.1f} min | {phase_text} | "
+            f"{_x(rm.get('in_process_speedup'))} | {_first(m)} | {r['run']['wall_s'] / 60:.1f} min | {phase_text} | "
             f"{'-' if memory is None else f'{memory:.0f} MB'} |")
     return "\n".join(lines) + "\n"
+
+
+def _first(m: dict) -> str:
+    """When the run first wrote a decided answer (the race's first deciding look: best_config.yaml
+    held it from then on), from the run's start."""
+    first = m.get("first_answer_s")
+    return "-" if first is None else f"{float(first) / 60:.1f} min"
 
 
 def _interval(pair, fmt=_x, sep: str = "-") -> str:

@@ -98,3 +98,22 @@ def test_compiled_memory_is_eager_memory_plus_what_compiling_costs(workloads, tm
         return result["steady_peak_memory_mb"] - result["eager_peak_memory_mb"]
 
     assert abs(extra("wide_mlp.py") - extra("blocks.py")) < 15
+
+
+def test_a_stand_in_backend_is_eager_under_another_name_or_a_known_slowdown(workloads, tmp_path):
+    """The error-rate benchmark's instrument (tuner/measure/stand_in.py): compiles nothing, is
+    checked correct against eager, and at F = 3 reads about a third of eager's speed beside it."""
+    alias = run_isolated(spec(workloads, "wide_mlp.py", backend="stand-in"), timeout=120, work_dir=tmp_path)
+    assert alias["status"] == "ok", alias.get("failure")
+    assert alias["correct"] is True and alias["graphs"] == 0 and 0.8 < alias["speedup"] < 1.25
+    slowed = run_isolated(spec(workloads, "wide_mlp.py", backend="stand-in:3"), timeout=120, work_dir=tmp_path)
+    assert slowed["status"] == "ok", slowed.get("failure")
+    assert 0.25 < slowed["speedup"] < 0.45
+
+
+def test_a_stand_in_cannot_claim_a_speedup():
+    from tuner.measure.stand_in import slowdown
+
+    assert slowdown("inductor") is None and slowdown("stand-in") == 1.0 and slowdown("stand-in:1.05") == 1.05
+    with pytest.raises(ValueError, match="only slow the model down"):
+        slowdown("stand-in:0.5")

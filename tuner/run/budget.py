@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..core.spec import Role
-from ..decide.confirm import CONFIRM_TIMING_SHARE, EAGER_ALONE, MIN_ROUNDS
+from ..decide.confirm import CONFIRM_TIMING_SHARE, EAGER_ALONE, MIN_ROUNDS, PAIRED_PER_ROUND
+from ..system.heap import PINNED as HEAP_PINNED
 from .options import TuneOptions
 
 #: Seconds kept back for writing best_config.yaml, trials.csv and the reports at the end.
@@ -142,8 +143,8 @@ class Plan:
     confirm_cold_trial_s: float | None = None
     """One confirmation trial of the first round, which compiles cold (``cold=True``)."""
     confirm_trials: int = 0
-    """Trials in a confirmation round (plain compile, the finalists and eager alone twice: pinned and
-    as started); 0 when off."""
+    """Trials in a confirmation round (plain compile's and the finalists' processes, three each where
+    paired, and eager alone twice: pinned and as started); 0 when off."""
     eager_alone_s: float | None = None
     """One eager-alone process of confirmation: the eager baseline's trial with
     :data:`CONFIRM_TIMING_SHARE` of its timing (:func:`confirm_trial_wall`)."""
@@ -158,13 +159,16 @@ class Plan:
         """The plan of a run with these options (a ``TuneOptions``): confirmation is on for the
         time objective with rounds to run; the warm start as the options say."""
         confirming = opts.objective == "time" and opts.confirm_rounds > 0
+        # the race pairs its processes where the heap is pinned or on a GPU (tuner/decide/confirm.py)
+        paired = opts.heap == HEAP_PINNED or str(opts.device).startswith("cuda")
         return cls.from_trials(trials, confirm=opts.confirm if confirming else 0, warm_start=opts.warm_start,
-                               task=opts.task)
+                               task=opts.task, per_round=PAIRED_PER_ROUND if paired else 1)
 
     @classmethod
     def from_trials(cls, trials: Iterable[Any], confirm: int = 0, warm_start: bool = False,
-                    task: str = "infer") -> Plan:
-        """``confirm``: finalists confirmation will re-measure (0 when it is off)."""
+                    task: str = "infer", per_round: int = 1) -> Plan:
+        """``confirm``: finalists confirmation will re-measure (0 when it is off); ``per_round``:
+        each candidate's processes in a round (:data:`PAIRED_PER_ROUND` where the race pairs them)."""
         trials = list(trials)
         every, compiled, confirming, cold = trial_walls(trials)
         eager = [confirm_trial_wall(t.user_attrs) for t in trials if t.user_attrs.get("role") == Role.EAGER
@@ -177,7 +181,8 @@ class Plan:
                    confirm_trial_s=median(confirming) if confirming else None,
                    confirm_cold_trial_s=median(cold) if cold else None,
                    eager_alone_s=median(eager) if eager else None,
-                   confirm_trials=1 + confirm + EAGER_ALONE if confirm > 0 else 0, warm_start=warm_start,
+                   confirm_trials=per_round * (1 + confirm) + EAGER_ALONE if confirm > 0 else 0,
+                   warm_start=warm_start,
                    warm_start_process_s=median(starts) if starts else None,
                    warm_start_processes=WARM_START_PROCESSES.get(task, 1))
 
