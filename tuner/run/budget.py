@@ -145,6 +145,9 @@ class Plan:
     confirm_trials: int = 0
     """Trials in a confirmation round (plain compile's and the finalists' processes, three each where
     paired, and eager alone twice: pinned and as started); 0 when off."""
+    reserve_rounds: int = CONFIRM_RESERVE_ROUNDS
+    """The race's rounds the search leaves room for: a paired finalist's first look comes after one
+    round (tuner/decide/race.py: ``Race.first_look_after``), an unpaired one's after two."""
     eager_alone_s: float | None = None
     """One eager-alone process of confirmation: the eager baseline's trial with
     :data:`CONFIRM_TIMING_SHARE` of its timing (:func:`confirm_trial_wall`)."""
@@ -182,7 +185,7 @@ class Plan:
                    confirm_cold_trial_s=median(cold) if cold else None,
                    eager_alone_s=median(eager) if eager else None,
                    confirm_trials=per_round * (1 + confirm) + EAGER_ALONE if confirm > 0 else 0,
-                   warm_start=warm_start,
+                   reserve_rounds=1 if per_round >= PAIRED_PER_ROUND else CONFIRM_RESERVE_ROUNDS, warm_start=warm_start,
                    warm_start_process_s=median(starts) if starts else None,
                    warm_start_processes=WARM_START_PROCESSES.get(task, 1))
 
@@ -223,7 +226,7 @@ class Plan:
         if not self.confirm_trials:
             return self.warm_start_s + self.output_s
         first = self.confirm_round_s(each_s=None, cold=True)
-        rounds = first + (CONFIRM_RESERVE_ROUNDS - 1) * self.confirm_round_s()
+        rounds = first + (self.reserve_rounds - 1) * self.confirm_round_s()
         return CONFIRM_RESERVE_MARGIN * rounds + self.warm_start_s + self.output_s
 
     def search_reserve_s(self, budget_s: float | None = None, raced_s: float = 0.0) -> float:
