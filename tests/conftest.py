@@ -102,3 +102,12 @@ def sigint_as_python_starts():
     if current is not signal.default_int_handler:
         signal.signal(signal.SIGINT, signal.default_int_handler)
         warnings.warn(f"this test left SIGINT's handler as {current!r}; put back Python's default", stacklevel=1)
+
+
+@pytest.fixture
+def clean_env(monkeypatch):
+    """No ACCELERATE_ or TORCHINDUCTOR_ variable of the caller's shell reaches an export test."""
+    for name in list(os.environ):
+        if name.startswith(("ACCELERATE_", "TORCHINDUCTOR_")):
+            monkeypatch.delenv(name)
+    return monkeypatch

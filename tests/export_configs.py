@@ -1,4 +1,4 @@
-"""The configs the export tests build each tool's block from (tests/test_export.py and
+"""The configs the export tests build each tool's block from (tests/test_export.py, tests/test_export_trainer.py and
 tests/test_export_titan_vllm.py)."""
 from __future__ import annotations
 
@@ -29,3 +29,14 @@ def ranked_dict(wrap: str, verdict: str = "stay_eager", *, device: str = "cpu", 
           **({"heap": PINNED_NOTE} if heap else {}), **({"threads": threads} if threads else {}),
           **({"block_class": block_class} if block_class else {})}
     return TunedConfig(cfg, verdict, {}, on).to_dict()
+
+
+def expected_plugin(cfg: CompileConfig) -> dict:
+    mode = cfg.mode if cfg.backend == "inductor" and cfg.mode else "default"
+    return {"backend": cfg.backend.upper(), "mode": mode, "fullgraph": cfg.fullgraph, "dynamic": cfg.dynamic,
+            "use_regional_compilation": cfg.target == "blocks"}
+
+
+def plugin_fields(plugin) -> dict:
+    return {"backend": plugin.backend.value, "mode": plugin.mode, "fullgraph": plugin.fullgraph,
+            "dynamic": plugin.dynamic, "use_regional_compilation": plugin.use_regional_compilation}

@@ -1,13 +1,11 @@
 """`compile-tune export`: each tool's block loaded by that tool's own code where it is installed
-(accelerate's config file by its ClusterConfig and `accelerate launch`, its TorchDynamoPlugin, HF
-TrainingArguments and Trainer, inductor's environment variables), torchtitan and vLLM in
-tests/test_export_titan_vllm.py; what is not carried is named, on the text a user pastes, for one
-process and for many ranks; best_config.yaml holds the blocks under `exports:`; the CLI; the
-accelerate example."""
+(accelerate's config file by its ClusterConfig and `accelerate launch`, its TorchDynamoPlugin,
+inductor's environment variables; HF TrainingArguments and the Trainer in
+tests/test_export_trainer.py, torchtitan and vLLM in tests/test_export_titan_vllm.py); what is not
+carried is named, on the text a user pastes, for one process and for many ranks; best_config.yaml
+holds the blocks under `exports:`; the CLI; the accelerate example."""
 from __future__ import annotations
 
-import dataclasses
-import inspect
 import json
 import os
 import subprocess
@@ -17,7 +15,7 @@ import pytest
 import torch
 import yaml
 from conftest import ROOT
-from export_configs import CONFIGS, IDS, ranked_dict, tuned_dict
+from export_configs import CONFIGS, IDS, expected_plugin, plugin_fields, ranked_dict, tuned_dict
 
 from tuner.core.config import CompileConfig, TunedConfig
 from tuner.export import (
@@ -33,26 +31,6 @@ from tuner.system.heap import ENV as HEAP_ENV
 
 accelerate = pytest.importorskip("accelerate")
 from accelerate.utils import DynamoBackend, TorchDynamoPlugin  # noqa: E402
-
-
-def expected_plugin(cfg: CompileConfig) -> dict:
-    mode = cfg.mode if cfg.backend == "inductor" and cfg.mode else "default"
-    return {"backend": cfg.backend.upper(), "mode": mode, "fullgraph": cfg.fullgraph, "dynamic": cfg.dynamic,
-            "use_regional_compilation": cfg.target == "blocks"}
-
-
-def plugin_fields(plugin) -> dict:
-    return {"backend": plugin.backend.value, "mode": plugin.mode, "fullgraph": plugin.fullgraph,
-            "dynamic": plugin.dynamic, "use_regional_compilation": plugin.use_regional_compilation}
-
-
-@pytest.fixture
-def clean_env(monkeypatch):
-    for name in list(os.environ):
-        if name.startswith(("ACCELERATE_", "TORCHINDUCTOR_")):
-            monkeypatch.delenv(name)
-    return monkeypatch
-
 
 # --------------------------------------------------------------------------- accelerate
 
@@ -195,36 +173,7 @@ def test_a_plain_single_process_compile_carries_every_setting_and_says_so():
     assert "export OMP_NUM_THREADS=4" in render(tuned, "env", source="b", label="x")[0]
 
 
-# --------------------------------------------------------------------------- Hugging Face Trainer
-
-
-@pytest.fixture
-def fresh_accelerate_state():
-    from accelerate.state import AcceleratorState
-
-    AcceleratorState._reset_state(reset_partial_state=True)
-    yield
-    AcceleratorState._reset_state(reset_partial_state=True)
-
-
-@pytest.mark.parametrize("cfg", CONFIGS[:2], ids=IDS[:2])
-def test_training_arguments_construct_and_the_trainer_plugin_carries_the_config(cfg, tmp_path, clean_env,
-                                                                                fresh_accelerate_state):
-    from transformers import HfArgumentParser, Trainer, TrainingArguments
-
-    block = export(tuned_dict(cfg), "hf-trainer")
-    args = TrainingArguments(**block["training_args"], output_dir=str(tmp_path), use_cpu=True, report_to=[])
-    assert args.torch_compile is True and args.torch_compile_backend == cfg.backend
-    assert args.torch_compile_mode == (cfg.mode if cfg.backend == "inductor" else None)
-    text, _ = render(tuned_dict(cfg), "hf-trainer", source="best_config.yaml", label="x")
-    (tmp_path / "args.yaml").write_text(text)
-    (parsed,) = HfArgumentParser(TrainingArguments).parse_yaml_file(str(tmp_path / "args.yaml"))
-    assert (parsed.torch_compile_backend, parsed.torch_compile_mode) == (args.torch_compile_backend,
-                                                                         args.torch_compile_mode)
-    for name, value in block["env"].items():
-        clean_env.setenv(name, value)
-    trainer = Trainer(model=torch.nn.Linear(2, 2), args=args)
-    assert plugin_fields(trainer.accelerator.state.dynamo_plugin) == expected_plugin(cfg)
+# --------------------------------------------------------------------------- what every tool gets for stay-eager
 
 
 def test_stay_eager_exports_do_not_compile(tmp_path):
@@ -238,37 +187,6 @@ def test_stay_eager_exports_do_not_compile(tmp_path):
     assert blocks["torchtitan"]["compile"] == {"enable": False}
     assert blocks["vllm"]["compilation_config"] == {"mode": 0, "cudagraph_mode": "NONE"}
     assert all(not block["not_carried"] for block in blocks.values())
-
-
-@pytest.mark.parametrize("tuned", [*(tuned_dict(c) for c in CONFIGS), ranked_dict("ddp", "compile", bucket_cap_mb=50),
-                                   ranked_dict("fsdp2", block_class="Block", reshard_after_forward=False)],
-                         ids=[*IDS, "ddp", "fsdp2"])
-def test_training_arguments_fields_are_the_installed_transformers(tuned, tmp_path):
-    from transformers import HfArgumentParser, TrainingArguments
-
-    args = export(tuned, "hf-trainer")["training_args"]
-    assert set(args) <= {f.name for f in dataclasses.fields(TrainingArguments)}
-    read = inspect.getsource(TrainingArguments._process_fsdp_args)
-    assert all(f'"{key}"' in read for key in args.get("fsdp_config", {})), "a key the Trainer never reads"
-    text, _ = render(tuned, "hf-trainer", source="best_config.yaml", label="x")
-    (tmp_path / "args.yaml").write_text(text)
-    (parsed,) = HfArgumentParser(TrainingArguments).parse_yaml_file(str(tmp_path / "args.yaml"))
-    assert parsed.ddp_bucket_cap_mb == args.get("ddp_bucket_cap_mb")
-
-
-def test_the_trainer_gets_the_ddp_and_fsdp2_settings_and_the_launch_line(tmp_path):
-    from transformers import TrainingArguments
-
-    ddp = export(ranked_dict("ddp", "compile", bucket_cap_mb=50), "hf-trainer")
-    assert ddp["training_args"]["ddp_bucket_cap_mb"] == 50
-    assert ddp["training_args"]["ddp_find_unused_parameters"] is False  # left unset, the Trainer passes True
-    lost = {x["setting"]: x for x in ddp["not_carried"]}
-    assert lost["processes"]["fix"][0] == "torchrun --nproc_per_node 2 train.py"
-    assert {"heap", "threads"} <= set(lost)
-    fsdp = export(ranked_dict("fsdp2", block_class="Block", reshard_after_forward=False), "hf-trainer")
-    args = TrainingArguments(**fsdp["training_args"], output_dir=str(tmp_path), use_cpu=True, report_to=[])
-    assert args.fsdp_plugin_args["reshard_after_forward"] is False
-    assert args.fsdp_plugin_args["transformer_cls_names_to_wrap"] == "Block"
 
 
 # --------------------------------------------------------------------------- environment variables
@@ -299,11 +217,9 @@ def test_env_names_an_option_the_mode_overrides():
     assert "TORCHINDUCTOR_MAX_AUTOTUNE" not in block["variables"]
 
 
-# --------------------------------------------------------------------------- torchtitan and vLLM
+# --------------------------------------------------------------------------- accelerate's plugin options
 
-#: vllm-project/vllm vllm/config/compilation.py, `CompilationConfig`, its init fields: the same at commit
-#: 002284db and at ee525ce4 (late 2026). vLLM needs a CUDA build of torch of its own and cannot be installed
-#: beside the CPU wheel here, so its dataclass is read from the pinned source instead.
+
 def test_accelerate_plugin_carries_inductor_options_into_torch_compile(clean_env):
     """TorchDynamoPlugin(options=...) reaches torch.compile through its to_kwargs(); torch.compile
     refuses a mode beside options, so the mode's own options are folded in and the mode left out."""
@@ -317,22 +233,6 @@ def test_accelerate_plugin_carries_inductor_options_into_torch_compile(clean_env
     why = {x["setting"]: x["why"] for x in block["not_carried"]}["options.freezing"]
     assert why.startswith("carried by `plugin` only")
     assert block["config_file"]["dynamo_config"]["dynamo_mode"] == "max-autotune-no-cudagraphs"  # the file keeps it
-
-
-def test_a_float32_config_turns_the_trainers_tf32_off(tmp_path):
-    from transformers import TrainingArguments
-
-    block = export(tuned_dict(CompileConfig(backend="inductor")), "hf-trainer")
-    assert block["training_args"]["tf32"] is False  # with torch_compile, tf32=None would turn TF32 on (Ampere+)
-    args = TrainingArguments(**block["training_args"], output_dir=str(tmp_path), use_cpu=True, report_to=[])
-    assert args.tf32 is False and args.torch_compile is True
-
-
-def test_the_trainers_tf32_is_listed_as_changing_what_was_measured(tmp_path):
-    block = export(tuned_dict(CompileConfig(backend="inductor", precision="tf32")), "hf-trainer")
-    assert block["training_args"]["tf32"] is True
-    assert [x["setting"] for x in block["changes_measured"]] == ["tf32"]
-    assert "fp32_precision" in block["changes_measured"][0]["why"]
 
 
 # --------------------------------------------------------------------------- what is not carried

@@ -10,7 +10,7 @@ import torch
 from transformers import GPT2Config, GPT2LMHeadModel
 
 TASK = "train"
-BUDGET = "8m"
+BUDGET = "10m"
 
 BATCH, SEQ = 2, 64
 CONFIG = GPT2Config(use_cache=False)

@@ -11,7 +11,7 @@ import torch
 from transformers import ViTConfig, ViTForImageClassification
 
 TASK = "infer"
-BUDGET = "6m"
+BUDGET = "8m"
 
 BATCH = 2
 CONFIG = ViTConfig(num_labels=1000)
