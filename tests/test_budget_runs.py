@@ -22,18 +22,18 @@ CONFIRM_WALL = budget.WARM_COMPILE_SHARE * 1.0 + CONFIRM_TIMING_SHARE * 9.0
 ENV = {"torch": "2.13.0+cpu", "device": "cpu", "threads": 1}
 
 
-def run_on_fake_clock(tmp_path, workloads, spaces, monkeypatch, budget_s, **options):
+def run_on_fake_clock(tmp_path, workloads, spaces, monkeypatch, budget_s, speedup=1.02, spread=0.3, **options):
+    """``speedup``: every compiled config's, measured at +-``spread`` in the race's processes."""
     now, calls = [1000.0], []
 
     def measure(self, config, label="trial", compile_budget_s=None, warm=True, reuse_cache=False, timing_share=1.0,
             timing="beside", **kwargs):
         now[0] += WALL if timing_share == 1.0 else CONFIRM_WALL  # a confirmation trial takes what the plan says
         calls.append(label)
-        noise = (1.3 if len(calls) % 2 else 0.7) if label.startswith("confirm-") else 1.0
+        noise = (1 + (spread if len(calls) % 2 else -spread)) if label.startswith("confirm-") else 1.0
         result = {"status": "ok", "eager_step_s": 0.01, "step_s": 0.01 * noise, "correct": True,
                   "peak_memory_mb": 10.0, "eager_peak_memory_mb": 10.0, "environment": ENV, "trial_wall_s": WALL}
-        # two finalists 2 % ahead of eager, measured at +-30 %: confirmation never settles
-        speedup = 1.02
+        # by default two finalists 2 % ahead of eager, measured at +-30 %: confirmation never settles
         return dict(result, speedup=speedup, step_s=result["step_s"] / speedup, compile_time_s=1.0) if config.compiles \
             else result
 
@@ -71,6 +71,27 @@ def test_a_budget_cuts_the_search_and_the_confirmation_and_says_so(tmp_path, wor
     report = (tmp_path / "out" / "report.md").read_text()
     assert "Where the run's time went" in report and "cut short: search (2 of 8 trials)" in report
     assert "Confirmation was cut short by the --budget (4 of 18 rounds)" in report
+
+
+@pytest.mark.parametrize("budget_s, follows", [
+    (110.0, "7 config(s) left unsearched: a search trial and the race round that would confirm it do not fit in "
+           "the 41 s left of the --budget"),
+    (600.0, "searching up to 7 more config(s)")])
+def test_the_first_answer_says_whether_the_search_still_fits(tmp_path, workloads, spaces, monkeypatch, budget_s,
+                                                             follows):
+    # A 2x lead measured at +-1 %: the opening's look at round 2 (46 s in: baselines 20 s, two
+    # rounds of 5 processes) cannot yet bound the saving; one search trial (10 s) fits, and the
+    # round the race takes after it decides, 69 s in. Under 110 s a second trial (10 s) and the
+    # reserve after it (a cold round of plain compile and two finalists, 11 processes, 20 % over,
+    # and the outputs: 39 s) do not fit in the 41 s left: the line must not promise a search that
+    # will not run.
+    result, best, study, lines = run_on_fake_clock(tmp_path, workloads, spaces, monkeypatch, budget_s, speedup=2.0,
+                                                   spread=0.01)
+    first = next(line for line in lines if line.startswith("so far: compile with"))
+    assert f"(69 s in); {follows}, Ctrl-C keeps this answer" in first, first
+    assert best["verdict"] == "compile"
+    if budget_s < 600:
+        assert study.user_attrs[BUDGET_ATTR]["cut_short"]["search"] == "1 of 8 trials"
 
 
 def test_when_no_confirmation_round_fits_the_verdict_is_unconfirmed_and_says_why(tmp_path, workloads, spaces,

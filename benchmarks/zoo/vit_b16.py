@@ -5,13 +5,15 @@ with a 1000-class ImageNet head, random weights (nothing is downloaded). Inferen
 
 Parameters: 86,567,656.
 
-    compile-tune benchmarks/zoo/vit_b16.py --budget 6m
+    compile-tune benchmarks/zoo/vit_b16.py --budget 10m
 """
 import torch
 from transformers import ViTConfig, ViTForImageClassification
 
 TASK = "infer"
-BUDGET = "8m"
+#: Issue 45's limit, all of it: a near tie (1.02x), decided when the saving's whole interval lies
+#: within 2 % of eager's total, which took more than 5 rounds at 8m (docs/zoo.md, measurement 9).
+BUDGET = "10m"
 
 BATCH = 2
 CONFIG = ViTConfig(num_labels=1000)

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.config import TunedConfig
-from ..core.durations import BUDGET_ATTR, BUDGET_RAN_OUT, PHASE_ATTR, budget_line, time_line
+from ..core.durations import BUDGET_ATTR, BUDGET_RAN_OUT, PHASE_ATTR, budget_line, format_duration, time_line
 from ..core.errors import TunerError
 from ..decide.confirm import confirm_finalists, open_race
 from ..decide.race import Race
@@ -66,6 +66,8 @@ class Run:
     """An error of the measuring phases, raised again once the outputs are written."""
     race: Race | None = None
     """The run's race, opened after the baselines (tuner/decide/race.py); the finalists join it."""
+    searched: bool = False
+    """Whether the search is over (a decided look then says what follows it, not a search)."""
     study: Any = field(init=False, default=None)
     tuner: Tuner = field(init=False)
     run: StudyRun = field(init=False)
@@ -190,6 +192,7 @@ class Run:
         with clock.phase("search"):
             tuner.search(run.scoring, run, fits=clock.search_trial_fits if clock.bounded else None,
                          between=self._race_between)
+        self.searched = True
         with clock.phase("baselines"):
             tuner.finish_baselines(run.scoring)
 
@@ -229,13 +232,24 @@ class Run:
         from ..report import answer_line  # pandas: imported once the launcher has started
 
         tuned = self.write()
+        self.log(f"so far: {answer_line(tuned)} ({self.clock.elapsed():.0f} s in); {self._what_follows()}, Ctrl-C "
+                 f"keeps this answer in {self.out_dir / 'best_config.yaml'}")
+        sys.stdout.flush()  # a user's `| tee` or a scheduler's log sees it now, not at the end
+
+    def _what_follows(self) -> str:
+        """What the run does after a decided look. Seen on the zoo's ResNet-50 (--budget 6m,
+        2026-12-05): the opening decided 2 minutes in and the line said "searching 7 more
+        config(s)", but no search trial and the round that would confirm it fitted in the 4
+        minutes left, and none ran."""
         unmeasured = {c.key() for c in self.space.configs()} - set(self.tuner.measured_by_key())
         left = min(max(0, self.opts.trials - self.tuner.search_done()), len(unmeasured))
-        doing = (f"searching {left} more config(s)" if left and not self.run.exhausted
-                 else "racing the finalists")
-        self.log(f"so far: {answer_line(tuned)} ({self.clock.elapsed():.0f} s in); {doing}, Ctrl-C keeps this "
-                 f"answer in {self.out_dir / 'best_config.yaml'}")
-        sys.stdout.flush()  # a user's `| tee` or a scheduler's log sees it now, not at the end
+        if left and not (self.run.exhausted or self.searched):
+            if self.clock.bounded and not self.clock.search_trial_fits():
+                return (f"{left} config(s) left unsearched: a search trial and the race round that would confirm "
+                        f"it do not fit in the {format_duration(max(0.0, self.clock.left()))} left of the --budget")
+            return f"searching up to {left} more config(s)"
+        race = self.race
+        return "racing on" if race is not None and race.promising() else "finishing"
 
     def decide(self) -> TunedConfig:
         """Confirm the finalists and write the verdict: from here on best_config.yaml and the
