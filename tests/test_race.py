@@ -246,3 +246,34 @@ def test_an_undecided_opening_is_promising_only_while_its_rounds_can_decide_it()
     decided.join([PLAIN_COMPILE])
     decided.run(until=2)
     assert decided.settled() and not decided.promising()
+
+
+def test_paired_rounds_after_the_first_look_time_the_candidates_alone():
+    """Eager alone is no sample of a paired speedup: it runs in the first look's rounds (the heap's
+    own gain, a fresh process's spread), and the rounds after them are the candidates' processes."""
+    calls = []
+    r = Race(SCORING, simulated({PLAIN_COMPILE.key(): 1.005}, spread=0.03, calls=calls), rounds=5, slots=1,
+             heap_apart=True, paired=True, per_round=PAIRED_PER_ROUND, log=lambda line: None)
+    r.join([PLAIN_COMPILE], cold={PLAIN_COMPILE.key(): 30.0})
+    d = r.run()
+    assert r.done == 5, d.get("reason")  # a near tie at 3 % spread: no look decides
+    eager_rounds = [rnd for key, rnd, _ in calls if key == CompileConfig(target="none").key()]
+    assert eager_rounds == [0, 0, 1, 1], eager_rounds  # pinned and as started, rounds 1 and 2 only
+    assert len(calls) == 2 * (2 + PAIRED_PER_ROUND) + 3 * PAIRED_PER_ROUND
+    assert d["heap"]["processes"] == 2 and d["rounds_done"] == 5
+
+
+def test_a_candidate_timed_without_eager_beside_it_keeps_eager_alone_in_every_round():
+    calls = []
+    paired = simulated({PLAIN_COMPILE.key(): 1.005}, spread=0.03, calls=calls)
+
+    def unpaired(cfg, label, round_=0, heap=None, reuse_cache=False, timing="alone"):
+        result = paired(cfg, label, round_=round_, heap=heap, reuse_cache=reuse_cache, timing=timing)
+        result.pop("eager_step_s", None)  # the trial could not time eager beside it
+        return {**result, "timing": "alone"}
+
+    r = Race(SCORING, unpaired, rounds=4, slots=1, heap_apart=False, paired=True, per_round=PAIRED_PER_ROUND,
+             log=lambda line: None)
+    r.join([PLAIN_COMPILE], cold={PLAIN_COMPILE.key(): 30.0})
+    r.run()
+    assert [rnd for key, rnd, _ in calls if key == CompileConfig(target="none").key()] == [0, 1, 2, 3]

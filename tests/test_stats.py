@@ -239,9 +239,14 @@ def test_paired_processes_decide_a_win_that_processes_15_percent_apart_leave_und
     assert alone.get("compile", 0) < paired.get("compile", 0), (alone, paired)
 
 
-def test_paired_a_config_that_saves_nothing_is_called_compile_at_most_5_percent_of_the_time():
-    rates = verdicts(paired=True, true={PLAIN_COMPILE.key(): 1.0, TUNED.key(): 1.0}, spread=0.15, inner=0.03)
-    assert rates.get("compile", 0) <= 0.05, rates
+def test_paired_a_config_that_saves_nothing_is_called_compile_at_the_nominal_rate():
+    # 200 races told 2.5 % from 5 % by luck of the seeds: a change that drew the random numbers in
+    # another order (eager alone in the first rounds only) read 5.5 % at 200 and 2.6 % at 3,000
+    # (2.8 % before it). 1,000 races and a doubled rate's bound (``most``) tell them apart.
+    runs = 1000
+    rates = verdicts(runs=runs, paired=True, true={PLAIN_COMPILE.key(): 1.0, TUNED.key(): 1.0}, spread=0.15,
+                     inner=0.03)
+    assert rates.get("compile", 0) * runs <= most(runs, 0.025), rates
 
 
 def test_paired_the_stated_interval_holds_the_true_speedup_at_least_95_percent_of_the_time():

@@ -257,7 +257,8 @@ def _verdict(call: stats.Call, leader: str, f: _Figures, machine: dict, eager: R
                f"the best config ({label}) is slower than eager: {words}")
         return {"verdict": "stay_eager", "choice": EAGER.to_dict(), "best": f.summaries[leader], "reason": why,
                 "zone": call.zone}
-    rounds = max((r for r, _ in eager.steps), default=0) + 1
+    # every record's rounds: paired rounds after the first look time no eager alone (tuner/decide/race.py)
+    rounds = max((rnd for r in f.records.values() for rnd, _ in r.steps), default=0) + 1
     need = stats.rounds_to_decide(best, f.tie_margin * f.eager_total, rounds)
     if not math.isfinite(best.low):
         return {"verdict": "undecided", "choice": EAGER.to_dict(), "best": f.summaries[leader], "zone": None,

@@ -53,14 +53,28 @@ PAIRED_PER_ROUND = 3
 #: (paired), or two (first and last) unpaired. The budget's plan counts each as a confirmation
 #: trial (they compile nothing: an overestimate).
 EAGER_ALONE = 2
+#: The rounds that time eager alone where rounds are paired: the first look's, for the pin's own
+#: gain and a fresh process's spread. After them eager's level comes from its side of each paired
+#: process, and a round is the candidates' processes only. Seen on the zoo's GPT-2 training
+#: (--budget 10m, 2026-12-05): two of each round's five processes were eager alone, a 130 s round
+#: took ~50 s of them, and the fourth round, which would likely have called its 0.6 % a tie, did
+#: not fit. Unpaired rounds time eager alone every round: it is their only contrast.
+EAGER_ALONE_ROUNDS = MIN_ROUNDS
 
 Decision = dict[str, Any]
 
 
-def round_processes(candidates: int, heap_apart: bool, paired: bool, per_round: int = 1) -> int:
-    """The processes of one round: each candidate's ``per_round``, eager alone once (paired) or
-    twice, and eager as started where the heap's gain is measured apart."""
-    return candidates * per_round + (1 if paired else 2) + heap_apart
+def round_processes(candidates: int, heap_apart: bool, paired: bool, per_round: int = 1, alone: bool = True) -> int:
+    """The processes of one round: each candidate's ``per_round``, and where ``alone``
+    (:func:`times_eager_alone`) eager alone once (paired) or twice, and eager as started where the
+    heap's gain is measured apart."""
+    return candidates * per_round + ((1 if paired else 2) + heap_apart if alone else 0)
+
+
+def times_eager_alone(round_: int, paired: bool) -> bool:
+    """Whether round ``round_`` (from 0) times eager alone: every unpaired round, the first
+    :data:`EAGER_ALONE_ROUNDS` paired ones."""
+    return not paired or round_ < EAGER_ALONE_ROUNDS
 
 
 @dataclass
@@ -141,7 +155,8 @@ class Race:
         last = min(self.rounds, until if until is not None else self.rounds)
         fresh = True  # the budget's clock times a round from its previous call: none in this stretch yet
         while self.done < last:
-            n = round_processes(len(self.racing), self.heap_apart, self.paired, self.per_round)
+            n = round_processes(len(self.racing), self.heap_apart, self.paired, self.per_round,
+                                alone=self._times_eager_alone(self.done))
             if round_fits is not None and not round_fits(n, None if fresh else self.ran):
                 if not self.done:
                     self.log("  race skipped: not even one round fits in what is left of the --budget")
@@ -204,7 +219,8 @@ class Race:
         started = time.monotonic()
         order = self.racing if r % 2 == 0 else list(reversed(self.racing))
         eager = self.records[EAGER.key()]
-        plan = [eager, *([self.records[AS_STARTED]] if self.heap_apart else []),
+        alone = self._times_eager_alone(r)
+        plan = [*([eager] if alone else []), *([self.records[AS_STARTED]] if self.heap_apart and alone else []),
                 *(self.records[c.key()] for _ in range(self.per_round) for c in order),
                 *([] if self.paired else [eager])]
         for i, rec in enumerate(plan):
@@ -218,6 +234,13 @@ class Race:
         self.ran = len(plan)
         self.walls.append(time.monotonic() - started)
         self.done += 1
+
+    def _times_eager_alone(self, round_: int) -> bool:
+        """:func:`times_eager_alone`, and every round while a candidate's processes came back
+        without eager beside them (a trial that could not time it): eager alone is then their only
+        contrast."""
+        unpaired = any(self.records[c.key()].steps and not self.records[c.key()].paired for c in self.racing)
+        return unpaired or times_eager_alone(round_, self.paired)
 
     def _look(self, final: bool) -> None:
         """Weigh every process so far at this look's confidence; hand the decision to ``on_look``."""

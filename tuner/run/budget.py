@@ -253,6 +253,18 @@ class Plan:
         saved = compiled * max(0.0, self.confirm_cold_trial_s - self.confirm_trial_s)
         return max(each_s * trials - saved, 0.0) / trials or each_s
 
+    def without_eager_alone(self, each_s: float, ran: int, trials: int) -> float:
+        """A process of a round of ``trials``, from ``each_s`` measured over the ``ran`` of the
+        round before, where the next round has fewer: the processes left out are taken as eager
+        alone (a paired race times it in its first rounds only: tuner/decide/race.py), whose cost
+        (:attr:`eager_alone_s`) comes off. A dropped candidate's process costs more than that: the
+        estimate errs long, as a budget's should."""
+        left_out = ran - trials
+        if left_out <= 0 or trials <= 0:
+            return each_s
+        alone_s = self.eager_alone_s if self.eager_alone_s is not None else 0.0
+        return max(each_s * ran - left_out * alone_s, 0.0) / trials or each_s
+
     def confirm_round_fits(self, left_s: float, trials: int, each_s: float | None = None) -> bool:
         """Whether one more confirmation round fits beside the outputs. The verdict comes first:
         a round may use the warm start's reserve (the warm start then runs only if it still

@@ -108,6 +108,7 @@ class RunClock:
             self.rounds_timed += 1
             if self.rounds_timed == 1:
                 each_s = plan.warm_after_cold(each_s, ran or 0)
+            each_s = plan.without_eager_alone(each_s, ran or 0, trials)
         self.round_began = now
         return plan.confirm_round_fits(self.left(), trials, each_s)
 
