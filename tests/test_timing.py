@@ -27,8 +27,10 @@ class Recording(nn.Module):
 
     @torch.compiler.disable
     def note(self, x) -> None:
-        # run outside the graph on every call; a compiled forward is an instance attribute (steps.py)
-        self.calls.append((x.shape[0], "forward" in vars(self)))
+        # run outside the graph on every call; a compiled forward is an instance attribute, which an
+        # eager step swaps for the class's own forward bound to the module (steps.py)
+        own = getattr(vars(self).get("forward"), "__func__", None) is type(self).forward
+        self.calls.append((x.shape[0], "forward" in vars(self) and not own))
 
 
 class Workload:

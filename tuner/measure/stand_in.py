@@ -12,7 +12,8 @@ known, 1/F, so a race's interval can be judged without a reference measurement.
 Spinning rather than sleeping: a sleep's wake-up overshoots by tens of microseconds, a few per cent
 of a tiny model's step, and the truth would no longer be 1/F. The wrapper's own call and clock
 reads cost about half a microsecond, 0.7 % of a 70 us step: a slowed stand-in's truth is 1/F
-within that. At F = 1 there is no wrapper: the forward is the class's own, bound to the model.
+within that. At F = 1 there is no wrapper: the forward is the class's own, bound to the model, the very value
+eager's steps swap in (tuner/measure/steps.py): both sides run the same call.
 """
 from __future__ import annotations
 

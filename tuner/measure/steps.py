@@ -2,10 +2,15 @@
 forward + loss + backward + optimizer step for training; run eagerly or compiled on ONE model.
 
 A trial holds the model once. Compiling replaces ``forward`` of the target modules with an
-instance attribute (see ``config.compile_in_place``); an eager step removes those attributes for
-its duration, so the class's own ``forward`` runs with no wrapper in the way (``set_stance
-("force_eager")`` would do the same but adds ~90 us of wrapper per call: a bias against eager).
-Swapping the attribute causes no recompile: the compiled code does not guard on it.
+instance attribute (see ``config.compile_in_place``); an eager step sets that attribute to the
+class's own ``forward`` bound to the module for its duration, so nothing wraps the model's code
+(``set_stance("force_eager")`` would do the same but adds ~90 us of wrapper per call: a bias
+against eager). The attribute's value is swapped, never the attribute itself: removing it for
+every eager step and putting it back changed the module's instance dict each time, and eager read
+slower than itself under another name (tuner/measure/stand_in.py) in every process, by a median
+0.9 % on a tiny convnet (130 us a step) in 320 paired processes of 40 A/A races, 10 of which said
+"compile" (benchmarks/real_races.py at 2bf319c). Swapping causes no recompile: the compiled code
+does not guard on it.
 Holding one model means eager and compiled steps are charged the same memory for weights,
 gradients and optimizer state, so their memory figures differ only by what compiling costs.
 A config's ``precision`` belongs to its compiled side only: the bf16 autocast around the model's
@@ -39,7 +44,7 @@ class Step:
         #: What a step calls: the model, or its data-parallel wrapper on many ranks (DDP around it)
         self.runner = model if runner is None else runner
         self.optimizer = None
-        self._forwards: list[tuple[Any, Any]] = []  # (module, its compiled forward)
+        self._forwards: list[tuple[Any, Any, Any]] = []  # (module, its compiled forward, its own bound)
         self._compiled_optimizer_step = None
         self._matmul_precision: dict[bool, str] = {}  # eager/compiled -> float32 matmul precision (tf32)
         self.compiled = False
@@ -61,7 +66,7 @@ class Step:
         factor = slowdown(config.backend)
         if factor is not None:  # the error-rate benchmark's known truth (tuner/measure/stand_in.py)
             regions = stand_in(self.model, factor)
-            self._forwards = [(self.model, self.model.__dict__["forward"])]
+            self._forwards = [_swapped(self.model)]
             self.adopt(config)
             return regions
         regions = target_modules(self.model, config.target)
@@ -71,7 +76,7 @@ class Step:
         modules = [module for _, module in regions]
         if getattr(vars(self.model).get("forward"), PRECISION_MARK, None) and self.model not in modules:
             modules.append(self.model)  # bf16 autocast around the whole forward (target blocks or a pattern)
-        self._forwards = [(module, module.__dict__["forward"]) for module in modules]
+        self._forwards = [_swapped(module) for module in modules]
         after = torch.get_float32_matmul_precision()
         self._matmul_precision = {False: before, True: after} if after != before else {}
         self.adopt(config)
@@ -85,7 +90,7 @@ class Step:
         self.compiled = True
 
     def _restore_forwards(self) -> None:
-        for module, _ in self._forwards:
+        for module, _, _ in self._forwards:
             module.__dict__.pop("forward", None)
         if self._matmul_precision:
             _set_matmul_precision(self._matmul_precision[False])
@@ -106,11 +111,8 @@ class Step:
         return contextlib.nullcontext(self) if compiled else self.eager()
 
     def _set(self, compiled: bool) -> None:
-        for module, forward in self._forwards:
-            if compiled:
-                module.forward = forward
-            else:
-                module.__dict__.pop("forward", None)
+        for module, forward, own in self._forwards:
+            module.__dict__["forward"] = forward if compiled else own
         if self._matmul_precision:
             _set_matmul_precision(self._matmul_precision[compiled])
         self.compiled = compiled and bool(self._forwards)
@@ -136,6 +138,12 @@ class Step:
         else:
             self.optimizer.step()
         return loss
+
+
+def _swapped(module) -> tuple[Any, Any, Any]:
+    """A compiled module's entry: its compiled forward (the instance attribute compiling set) and
+    the class's own forward bound to it, the value an eager step swaps in."""
+    return module, module.__dict__["forward"], type(module).forward.__get__(module)
 
 
 def _set_matmul_precision(value: str) -> None:
