@@ -1,7 +1,7 @@
 """The race's error rates on real processes: many real races, each judged against a truth it
 did not measure.
 
-    python benchmarks/real_races.py [--workloads a.py,b.py,c.py] [--per-kind aa=30,slow5=15,slow10=12,plain=8]
+    python benchmarks/real_races.py [--workloads a.py,b.py,c.py] [--per-kind aa=30,aa_fork=0,slow5=15,slow10=12,plain=8]
                                     [--rounds 12] [--out results/real_races.jsonl] [--table]
 
 Each race is the tuner's own (tuner/decide/race.py, built as tuner/decide/confirm.py's
@@ -11,6 +11,9 @@ workload, in turn (aa, slow5, slow10, plain, aa, ...) so slow hours of the machi
 
 - ``aa``: eager under another name (tuner/measure/stand_in.py, ``backend: stand-in``). Truth: a
   speedup of exactly 1, a saving of 0. Any ``compile`` is false.
+- ``aa_fork``: the same, its processes forked with the launcher's layout as it is, not shifted
+  (``COMPILE_TUNE_LAYOUT_SHIFT=0``, tuner/measure/launcher.py): the layout bias the shift removes,
+  measured beside it in the same run. Not in the false-"compile" total.
 - ``slow5``, ``slow10``: the same stand-in spinning 5 % / 10 % of each forward longer. Truth: 1/1.05,
   1/1.10. Any ``compile`` is false; ``slower`` is a detection.
 - ``plain``: plain ``torch.compile``, cold compiles and all. Its truth is unknown: each race is
@@ -43,12 +46,15 @@ from tuner.core.score import Scoring  # noqa: E402
 from tuner.decide.confirm import CONFIRM_TIMING_SHARE  # noqa: E402
 from tuner.decide.race import PAIRED_PER_ROUND, Race  # noqa: E402
 from tuner.decide.search import Tuner  # noqa: E402
+from tuner.measure.launcher import LAYOUT_SHIFT_ENV  # noqa: E402
 from tuner.space.search_space import load_space  # noqa: E402
 from tuner.study import StudySettings, open_store  # noqa: E402
 
 WORKLOADS = ["examples/mlp.py", "tests/workloads/tiny_convnet.py", "examples/tiny_transformer.py"]
-KINDS = {"aa": "stand-in", "slow5": "stand-in:1.05", "slow10": "stand-in:1.10", "plain": None}
-TRUTH = {"aa": 1.0, "slow5": 1 / 1.05, "slow10": 1 / 1.10}
+KINDS = {"aa": "stand-in", "aa_fork": "stand-in", "slow5": "stand-in:1.05", "slow10": "stand-in:1.10", "plain": None}
+TRUTH = {"aa": 1.0, "aa_fork": 1.0, "slow5": 1 / 1.05, "slow10": 1 / 1.10}
+#: Kinds run as a user's race is not (the layout shift off): reported on their own rows only.
+CONTROLS = {"aa_fork"}
 STEPS = 1_000_000
 
 
@@ -76,7 +82,11 @@ def one_race(tuner: Tuner, scoring: Scoring, kind: str, rounds: int) -> dict:
     cfg = candidate(kind)
     race.join([cfg])
     began = time.monotonic()
-    race.run()
+    os.environ[LAYOUT_SHIFT_ENV] = "0" if kind in CONTROLS else "1"  # read by each forked process
+    try:
+        race.run()
+    finally:
+        os.environ.pop(LAYOUT_SHIFT_ENV)
     decision = race.final()
     wall = time.monotonic() - began
     rec = race.records[cfg.key()]
@@ -180,7 +190,7 @@ def print_table(rows: list[dict]) -> None:
     print(f"\n{len(rows)} real races, {len({r['workload'] for r in rows})} workloads; {first['machine']}, "
           f"{first['threads']} threads, torch {first['torch']}, commit {first['commit']}, "
           f"at most {first['max_rounds']} rounds")
-    truth_known = [r for r in rows if r["kind"] in TRUTH]
+    truth_known = [r for r in rows if r["kind"] in TRUTH and r["kind"] not in CONTROLS]
     false = [r for r in truth_known if r["verdict"] == "compile"]
     lo, hi = clopper_pearson(len(false), len(truth_known))
     print(f"false 'compile' (true speedup <= 1): {len(false)}/{len(truth_known)} = "
@@ -199,6 +209,15 @@ def print_table(rows: list[dict]) -> None:
               f"({covered / max(1, len(judged)):.0%}, 95 % {clo:.0%}-{chi:.0%}); median race "
               f"{statistics.median(r['wall_s'] for r in of):.0f} s, "
               f"{statistics.median(r['rounds'] for r in of):.0f} rounds")
+    print("eager over eager-under-another-name, log ratio per process (the harness's and the layout's bias):")
+    for kind in ("aa", *sorted(CONTROLS)):
+        for workload in sorted({r["workload"] for r in rows}):
+            logs = [math.log(b / s) for r in rows if r["kind"] == kind and r["workload"] == workload
+                    for b, s in r["pairs"]]
+            if len(logs) > 1:
+                se = statistics.stdev(logs) / math.sqrt(len(logs))
+                print(f"  {kind:7s} {workload}: {len(logs)} processes, mean {statistics.fmean(logs):+.4f} "
+                      f"(se {se:.4f}), median {statistics.median(logs):+.4f}")
 
 
 if __name__ == "__main__":

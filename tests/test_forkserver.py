@@ -166,3 +166,41 @@ def test_the_model_check_starts_while_the_launcher_still_imports_inductor(tmp_pa
     result = run_isolated(spec(workload), timeout=300, work_dir=tmp_path / "work", env_extra={MARK: str(marks)})
     assert result["status"] == "ok", result.get("failure")
     assert marks.read_text().split() == ["False", "True"]
+
+
+def _addresses_in_a_fork(shift_seed: int | None) -> list[int]:
+    """Where a forked child's next Python object, heap block and large block land."""
+    import ctypes
+    import json
+    import random
+
+    libc = ctypes.CDLL(None)
+    libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
+
+    def probe():
+        return [id(object()), libc.malloc(3000), libc.malloc(1 << 20)]
+
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            found = probe() if shift_seed is None else forkserver_module.shifted(probe, random.Random(shift_seed))
+            os.write(write, json.dumps(found).encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    data = os.read(read, 4096)
+    os.close(read)
+    os.waitpid(pid, 0)
+    return json.loads(data)
+
+
+def test_each_forked_trial_starts_from_a_memory_layout_of_its_own():
+    # Forks of one process put their objects at the same addresses, a layout every trial of a run
+    # would share; shifted, each child's land elsewhere, as a fresh interpreter's do.
+    plain = [_addresses_in_a_fork(None) for _ in range(3)]
+    assert len({a[1] for a in plain}) < 3, plain  # the premise: a fork repeats its parent's heap
+    shifted = [_addresses_in_a_fork(seed) for seed in range(4)]
+    for kind in range(3):
+        assert len({a[kind] for a in shifted}) >= 3, (kind, shifted)
+    assert forkserver_module.shifted(lambda: 42, __import__("random").Random(0)) == 42

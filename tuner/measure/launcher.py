@@ -9,6 +9,21 @@ environment (its own ``TORCHINDUCTOR_CACHE_DIR``) and working directory. The wor
 executed in every child (``load_workload``), never here, so its module state is fresh; only the
 packages it imports are loaded already (read from its source).
 
+What a fork does not give is a fresh memory layout: every child starts from this process's heap,
+memory map and stack, so its tensors, Python objects and C stack land at the same addresses in
+every trial, where fresh interpreters get them shifted at random (address randomization, their
+own allocation histories). A layout can favour one side of a paired process over the other; one
+shared by every process of a race is a bias no interval sees. Eager against itself under another
+name (tuner/measure/stand_in.py) read +0.21 % (se 0.04 %) in 14 forked processes, +0.2 to +3.7 %
+per race in 40 A/A races of a tiny convnet at 2bf319c, 10 of them "compile"; in fresh interpreters
+-0.09 % (se 0.07 %). So each child shifts its own layout at random before the trial (``shifted``):
+blocks of random sizes on the heap, in the memory map and among Python's small objects, and the
+trial called a random number of C frames deep; shifted forks read -0.03 % (se 0.04 %). In 16 A/A
+races each, taken in turn on the tiny convnet: forked as they were +0.61 % (se 0.28 %), shifted
+-0.43 % (se 0.29 %), no "compile" in either (benchmarks/real_races.py's ``aa_fork`` races keep
+measuring the difference).
+``COMPILE_TUNE_LAYOUT_SHIFT=0`` turns it off, for the benchmark that compares the two.
+
 Protocol (the client is tuner/isolation/forkserver.py): one JSON object per line. This process says
 ``{"threads": N}`` once torch is imported (``torch.get_num_threads()`` here, in the user's
 environment: the thread count the user's own run gets), ``{"dynamo": true}`` once Dynamo is and
@@ -23,15 +38,22 @@ stdin, and dies with the parent (``die_with_parent``); its children die with it.
 """
 from __future__ import annotations
 
+import functools
 import importlib
 import json
 import os
+import random
 import select
 import signal
 import sys
 import traceback
 
 from ..system.launch import PARENT_ENV, die_with_parent
+
+LAYOUT_SHIFT_ENV = "COMPILE_TUNE_LAYOUT_SHIFT"
+#: The most random C frames a trial is called under: a frame of the eval loop is a few hundred
+#: bytes, so the stack moves by up to several pages.
+MOST_FRAMES = 32
 
 
 def import_dynamo() -> None:
@@ -174,7 +196,10 @@ def _child(request: dict, requests: int, answers: int) -> None:
         sys.argv = ["tuner.measure", *request["argv"]]
         from .__main__ import main
 
-        main(request["argv"])
+        if os.environ.get(LAYOUT_SHIFT_ENV, "1") == "0":
+            main(request["argv"])
+        else:
+            shifted(lambda: main(request["argv"]), random.Random(os.urandom(16)))
         code = 0
     except BaseException:  # noqa: BLE001 - goes to the trial's log; the parent reads the exit code
         traceback.print_exc()
@@ -185,6 +210,36 @@ def _child(request: dict, requests: int, answers: int) -> None:
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)  # no interpreter teardown: see tuner/measure/__main__.py
+
+
+def shifted(run, rng: random.Random):
+    """Call ``run`` from a memory layout of its own, as a fresh interpreter would start from (see
+    the module's docstring): later allocations land after blocks of random size, kept until it
+    returns, and its stack starts a random number of frames down."""
+    import mmap
+
+    kept: list = [mmap.mmap(-1, mmap.PAGESIZE * rng.randrange(1, 257)),  # the memory map (large tensors)
+                  [object() for _ in range(rng.randrange(1, 4096))]]  # Python's small-object pools
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None)
+        libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
+        kept += [libc.malloc(rng.randrange(16, 1 << 16)) for _ in range(rng.randrange(1, 8))]  # the heap
+    except (OSError, AttributeError):
+        pass  # no C library to ask: the pools and the map still move
+    try:
+        return _frames_deep(rng.randrange(MOST_FRAMES), run)
+    finally:
+        del kept
+
+
+def _frames_deep(depth: int, run):
+    """``run()`` under ``depth`` more C stack frames: a call from C code (``functools.reduce``) into
+    Python enters the eval loop anew; a Python call to Python would not move the C stack."""
+    if depth <= 0:
+        return run()
+    return functools.reduce(lambda _, __: _frames_deep(depth - 1, run), [0], None)
 
 
 def _answer(fd: int, message: dict) -> None:

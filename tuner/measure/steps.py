@@ -5,12 +5,11 @@ A trial holds the model once. Compiling replaces ``forward`` of the target modul
 instance attribute (see ``config.compile_in_place``); an eager step sets that attribute to the
 class's own ``forward`` bound to the module for its duration, so nothing wraps the model's code
 (``set_stance("force_eager")`` would do the same but adds ~90 us of wrapper per call: a bias
-against eager). The attribute's value is swapped, never the attribute itself: removing it for
-every eager step and putting it back changed the module's instance dict each time, and eager read
-slower than itself under another name (tuner/measure/stand_in.py) in every process, by a median
-0.9 % on a tiny convnet (130 us a step) in 320 paired processes of 40 A/A races, 10 of which said
-"compile" (benchmarks/real_races.py at 2bf319c). Swapping causes no recompile: the compiled code
-does not guard on it.
+against eager). The attribute's value is swapped, never the attribute itself, so the module's
+instance dict keeps its keys. (a4965f8 credited this with a bias of eager against itself under
+another name, tuner/measure/stand_in.py, of a median 0.9 % a process on a tiny convnet; it was the
+memory layout forked processes share, and stayed after the swap: see tuner/measure/launcher.py.)
+Swapping causes no recompile: the compiled code does not guard on it.
 Holding one model means eager and compiled steps are charged the same memory for weights,
 gradients and optimizer state, so their memory figures differ only by what compiling costs.
 A config's ``precision`` belongs to its compiled side only: the bf16 autocast around the model's
