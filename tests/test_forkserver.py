@@ -196,11 +196,22 @@ def _addresses_in_a_fork(shift_seed: int | None) -> list[int]:
 
 
 def test_each_forked_trial_starts_from_a_memory_layout_of_its_own():
-    # Forks of one process put their objects at the same addresses, a layout every trial of a run
-    # would share; shifted, each child's land elsewhere, as a fresh interpreter's do.
+    # Forks of one process put their blocks at the same addresses, a layout every trial of a run
+    # would share; shifted, each child's land elsewhere, as a fresh interpreter's do. A parent
+    # that freed large blocks (torch's imports, or earlier tests here) leaves holes a large block
+    # fits in every fork alike: the shift must move those too.
+    import ctypes
+
+    libc = ctypes.CDLL(None)
+    libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
+    libc.free.argtypes = [ctypes.c_void_p]
+    libc.free(libc.malloc(8 << 20))  # mapped, then freed: later blocks up to 8 MiB come from the heap
+    big, fence = libc.malloc(3 << 20), libc.malloc(64)
+    libc.free(big)  # a 3 MiB hole below the fence
     plain = [_addresses_in_a_fork(None) for _ in range(3)]
-    assert len({a[1] for a in plain}) < 3, plain  # the premise: a fork repeats its parent's heap
+    assert len({a[2] for a in plain}) < 3, plain  # the premise: the large block takes the hole alike
     shifted = [_addresses_in_a_fork(seed) for seed in range(4)]
     for kind in range(3):
         assert len({a[kind] for a in shifted}) >= 3, (kind, shifted)
     assert forkserver_module.shifted(lambda: 42, __import__("random").Random(0)) == 42
+    libc.free(fence)

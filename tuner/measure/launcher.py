@@ -17,11 +17,11 @@ shared by every process of a race is a bias no interval sees. Eager against itse
 name (tuner/measure/stand_in.py) read +0.21 % (se 0.04 %) in 14 forked processes, +0.2 to +3.7 %
 per race in 40 A/A races of a tiny convnet at 2bf319c, 10 of them "compile"; in fresh interpreters
 -0.09 % (se 0.07 %). So each child shifts its own layout at random before the trial (``shifted``):
-blocks of random sizes on the heap, in the memory map and among Python's small objects, and the
-trial called a random number of C frames deep; shifted forks read -0.03 % (se 0.04 %). In 16 A/A
-races each, taken in turn on the tiny convnet: forked as they were +0.61 % (se 0.28 %), shifted
--0.43 % (se 0.29 %), no "compile" in either (benchmarks/real_races.py's ``aa_fork`` races keep
-measuring the difference).
+blocks of random sizes taken on the heap (half given back, so the holes this process left move
+too), in the memory map and among Python's small objects, and the trial called a random number
+of C frames deep. Shifted forks read -0.03 % (se 0.04 %); in 16 A/A races each, taken in turn on
+the tiny convnet, forked as they were +0.61 % (se 0.28 %), shifted -0.43 % (se 0.29 %); over
+204 real races (docs/benchmarks.md) false "compile" fell from 12 of 162 to 3 of 162.
 ``COMPILE_TUNE_LAYOUT_SHIFT=0`` turns it off, for the benchmark that compares the two.
 
 Protocol (the client is tuner/isolation/forkserver.py): one JSON object per line. This process says
@@ -54,6 +54,8 @@ LAYOUT_SHIFT_ENV = "COMPILE_TUNE_LAYOUT_SHIFT"
 #: The most random C frames a trial is called under: a frame of the eval loop is a few hundred
 #: bytes, so the stack moves by up to several pages.
 MOST_FRAMES = 32
+#: Heap blocks a child takes at random before its trial (half given back).
+GROOMING_BLOCKS = 64
 
 
 def import_dynamo() -> None:
@@ -214,8 +216,12 @@ def _child(request: dict, requests: int, answers: int) -> None:
 
 def shifted(run, rng: random.Random):
     """Call ``run`` from a memory layout of its own, as a fresh interpreter would start from (see
-    the module's docstring): later allocations land after blocks of random size, kept until it
-    returns, and its stack starts a random number of frames down."""
+    the module's docstring): its stack starts a random number of frames down, and its allocations
+    land elsewhere than its siblings'. The heap is groomed: blocks of random sizes (16 bytes to
+    4 MiB, log-uniform) are taken and a random half given back, so every size class's free
+    blocks, the holes this process left (a large block fits one the same way in every fork) and
+    the heap's top move; blocks in the memory map and among Python's small objects likewise.
+    What is kept is mostly untouched pages: nothing resident, nothing in a peak memory figure."""
     import mmap
 
     kept: list = [mmap.mmap(-1, mmap.PAGESIZE * rng.randrange(1, 257)),  # the memory map (large tensors)
@@ -225,7 +231,13 @@ def shifted(run, rng: random.Random):
 
         libc = ctypes.CDLL(None)
         libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
-        kept += [libc.malloc(rng.randrange(16, 1 << 16)) for _ in range(rng.randrange(1, 8))]  # the heap
+        libc.free.restype, libc.free.argtypes = None, [ctypes.c_void_p]
+        blocks = [libc.malloc(int(2 ** rng.uniform(4, 22))) for _ in range(GROOMING_BLOCKS)]
+        for block in blocks:
+            if rng.random() < 0.5:
+                libc.free(block)  # a hole of random size, at a random place
+            else:
+                kept.append(block)  # never freed: the process ends with the trial
     except (OSError, AttributeError):
         pass  # no C library to ask: the pools and the map still move
     try:
