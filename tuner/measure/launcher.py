@@ -21,7 +21,8 @@ blocks of random sizes taken on the heap (half given back, so the holes this pro
 too), in the memory map and among Python's small objects, and the trial called a random number
 of C frames deep. Shifted forks read -0.03 % (se 0.04 %); in 16 A/A races each, taken in turn on
 the tiny convnet, forked as they were +0.61 % (se 0.28 %), shifted -0.43 % (se 0.29 %); over
-204 real races (docs/benchmarks.md) false "compile" fell from 12 of 162 to 3 of 162.
+real races (docs/benchmarks.md) false "compile" fell from 12 of 162 to 3 of 162, and to 1 of
+144 with the heap groomed.
 ``COMPILE_TUNE_LAYOUT_SHIFT=0`` turns it off, for the benchmark that compares the two.
 
 Protocol (the client is tuner/isolation/forkserver.py): one JSON object per line. This process says
