@@ -241,10 +241,7 @@ def shifted(run, rng: random.Random):
                 kept.append(block)  # never freed: the process ends with the trial
     except (OSError, AttributeError):
         pass  # no C library to ask: the pools and the map still move
-    try:
-        return _frames_deep(rng.randrange(MOST_FRAMES), run)
-    finally:
-        del kept
+    return _frames_deep(rng.randrange(MOST_FRAMES), run)  # ``kept`` held until it returns
 
 
 def _frames_deep(depth: int, run):
