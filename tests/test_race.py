@@ -69,6 +69,34 @@ def test_a_finalist_joining_a_decided_race_is_measured_before_the_race_settles()
     assert len(r.records[PLAIN_COMPILE.key()].cold) == 3
 
 
+def test_plain_compiles_baseline_trial_is_one_of_the_first_rounds_processes_where_rounds_are_paired():
+    calls = []
+    measure = simulated({PLAIN_COMPILE.key(): 1.3}, calls=calls)
+    baseline = {**measure(PLAIN_COMPILE, "plain", timing="beside"), "step_mean_s": 0.0077,
+                "eager_step_mean_s": 0.01}
+    calls.clear()
+    r = race(measure, per_round=PAIRED_PER_ROUND)
+    r.join([PLAIN_COMPILE], cold={PLAIN_COMPILE.key(): 30.0}, baseline=baseline)
+    r.run(until=MIN_ROUNDS)
+    plain = [(rnd, reuse) for key, rnd, reuse in calls if key == PLAIN_COMPILE.key()]
+    assert plain == [(0, False), (0, False), (1, True), (1, True), (1, True)], "one fewer in the first round"
+    record = r.records[PLAIN_COMPILE.key()]
+    assert len(record.steps) == 2 * PAIRED_PER_ROUND and record.paired and (0, 0.0077) in record.steps
+    assert len(record.cold) == 3, "the baseline's cold compile and both of the race's"
+
+
+def test_an_unpaired_baseline_or_one_from_the_cache_opens_nothing():
+    for baseline in ({"status": "ok", "timing": "alone", "step_s": 0.01, "step_mean_s": 0.01},
+                     {"status": "ok", "timing": "beside", "step_mean_s": 0.01, "eager_step_mean_s": 0.01,
+                      "eager_step_s": 0.01, "compiled_from_cache": True}):
+        calls = []
+        r = race(simulated({PLAIN_COMPILE.key(): 1.3}, calls=calls), per_round=PAIRED_PER_ROUND)
+        r.join([PLAIN_COMPILE], cold={PLAIN_COMPILE.key(): 30.0}, baseline=baseline)
+        r.run(until=1)
+        assert sum(key == PLAIN_COMPILE.key() for key, _, _ in calls) == PAIRED_PER_ROUND
+        assert not any(rnd == 0 and s == 0.01 for rnd, s in r.records[PLAIN_COMPILE.key()].steps)
+
+
 def test_the_error_rate_is_shared_among_the_planned_candidates_from_the_first_look():
     r = race(simulated({PLAIN_COMPILE.key(): 1.3}), slots=3)
     r.join([PLAIN_COMPILE])

@@ -303,6 +303,21 @@ def test_rounds_to_decide_aims_at_the_zone_reached_first():
     assert stats.rounds_to_decide(saving(0.0, -1.0, 1.0), 0.0, 4) is None
 
 
+def test_rounds_to_decide_counts_the_t_quantile_falling_as_rounds_add_degrees_of_freedom():
+    """ViT-B/16's first look (2 rounds, 5 df, a look's confidence of 0.997): the rounds alone
+    said 33, beyond the race's 18; with the quantile's fall it is about half of that."""
+    first = stats.Interval(10.0, -299.0, 319.0, 0.997)
+    alone = stats.rounds_to_decide(first, 86.0, 2)
+    counted = stats.rounds_to_decide(first, 86.0, 2, df=5)
+    assert alone > 18 and 8 <= counted <= 18
+    # where it lands, the half width at that round's df is inside the distance, and a round less is not
+    q = 0.5 + first.confidence / 2
+
+    def half(n):
+        return 309.0 * (2 / n) ** 0.5 * stats.t_quantile(q, 5 * n / 2) / stats.t_quantile(q, 5)
+    assert half(counted) <= 76.0 < half(counted - 1)
+
+
 def test_the_verdict_says_a_tie_only_when_two_sided_and_names_its_zone():
     tie = race({PLAIN_COMPILE.key(): 0.99, TUNED.key(): 1.0}, spread=0.01, seed=0)[0]
     assert tie["verdict"] == "stay_eager" and tie["zone"] == "tie" and tie["reason"].startswith("a tie within 2%")

@@ -148,6 +148,15 @@ class Measurement(TypedDict, total=False):
     """The config's steady step time over the run's mix of inputs (seconds)."""
     eager_step_s: float | None
     """Eager's, timed side by side in the same process; None when the config was timed alone."""
+    step_mean_s: float
+    """The mean step over the mix, tail included: what a race's totals are made of."""
+    eager_step_mean_s: float | None
+    core_wait_share: float
+    """The share of the timed stage the process waited for a core (tuner/measure/contention.py)."""
+    steal_share: float
+    load_average: float
+    compile_wait_share: float
+    """The same share during the compile: a crowded compile reads high."""
     speedup: float | None
     step_spread: float
     eager_step_spread: float | None
@@ -198,6 +207,9 @@ class Measurement(TypedDict, total=False):
     timing_cores: list[int]
     timing: str
     """``beside`` or ``alone`` (tuner/measure/timing.py)."""
+    timing_share: float
+    """The share of ``--measure-seconds`` and its rounds the trial timed, where under 1 (a race's
+    processes, and the baselines of a run that races)."""
     arrival_order: bool
     ranks: list[dict[str, Any]]
     """On many ranks: each rank's figures (step, eager step, compile time, peak memory); the trial's

@@ -85,10 +85,6 @@ class Decision(TypedDict, total=False):
 #: confirmation runs many short processes (Kalibera and Jones, "Rigorous benchmarking in
 #: reasonable time").
 CONFIRM_TIMING_SHARE = 0.25
-#: The rounds of the race's opening, eager against plain compile before the search: it stops at
-#: the first look that decides (round 2), else after this many and the search starts; the race goes
-#: on after the search with its finalists.
-OPENING_ROUNDS = 3
 
 
 #: How much faster a config's steps may run in fresh processes than its one search trial said,
@@ -169,20 +165,26 @@ def new_race(study, scoring: Scoring, tuner: Tuner, k: int, rounds: int, log=pri
 def open_race(study, scoring: Scoring, tuner: Tuner, k: int, rounds: int, log=print,
               round_fits: Callable[[int, int | None], bool] | None = None, tie_margin: float = stats.TIE_MARGIN,
               on_look: Callable[[dict], None] | None = None) -> Race | None:
-    """Race eager against plain compile right after the baselines, until a look decides (at most
-    :data:`OPENING_ROUNDS` rounds): the run's first answer, minutes in. None where there is no
-    race to run (``--confirm 0``, ``--confirm-rounds 0``, plain compile failed its trial or cannot
-    win: :func:`could_win`)."""
+    """Race eager against plain compile right after the baselines, until a look decides: the run's
+    first answer, minutes in, before the search. The opening ends sooner where its last look
+    estimates that the race's rounds cannot decide it (tuner/decide/stats.py's
+    ``rounds_to_decide``), or the ``--budget`` fits no more; the search then takes the time, and
+    the race a round between its trials while it looks able to decide. The opening used to end
+    after 3 rounds: the zoo's ViT-B/16, a near tie (2026-12-05), then searched, a finalist joined
+    and the race ran out of budget undecided, where its other run raced on and called the tie at
+    round 8. None where there is no race to run (``--confirm 0``, ``--confirm-rounds 0``, plain
+    compile failed its trial or cannot win: :func:`could_win`)."""
     plain = next((t for t in measured_trials(study, roles=(ROLE_PLAIN,))), None)
     if (k <= 0 or rounds <= 0 or plain is None or plain.user_attrs.get("status") != "ok"
             or not could_win(plain.user_attrs, scoring)):  # its compile outweighs any step it could save
         return None
     race = new_race(study, scoring, tuner, k, rounds, log, tie_margin, on_look)
-    race.join([PLAIN_COMPILE], cold={PLAIN_COMPILE.key(): plain.user_attrs.get("compile_time_s") or 0.0})
+    race.join([PLAIN_COMPILE], cold={PLAIN_COMPILE.key(): plain.user_attrs.get("compile_time_s") or 0.0},
+              baseline=dict(plain.user_attrs))
     log("racing eager against plain torch.compile in fresh processes, round by round until a look decides "
         "(the search follows and its finalists join the race) ...")
     try:
-        race.run(round_fits, until=OPENING_ROUNDS)
+        race.run(round_fits, until=rounds)
     except Exception as exc:  # noqa: BLE001 - the search goes on; confirmation tries a race of its own
         log(f"  the race failed ({type(exc).__name__}: {exc}".splitlines()[0][:300] + "); the search goes on")
         return None
@@ -218,7 +220,7 @@ def confirm_finalists(study, scoring: Scoring, tuner: Tuner, k: int, rounds: int
         race = new_race(study, scoring, tuner, k, rounds, log, tie_margin, on_look)
         plain = tuner.measured_by_key().get(PLAIN_COMPILE.key())
         race.join([PLAIN_COMPILE], cold={PLAIN_COMPILE.key(): plain.user_attrs.get("compile_time_s") or 0.0}
-                  if plain is not None else None)
+                  if plain is not None else None, baseline=dict(plain.user_attrs) if plain is not None else None)
     race.finalist_keys = keys
     joined = race.join(finalists)
     log(f"confirming {len(joined)} finalist(s) against eager and plain torch.compile: fresh processes, "

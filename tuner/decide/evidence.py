@@ -259,7 +259,7 @@ def _verdict(call: stats.Call, leader: str, f: _Figures, machine: dict, eager: R
                 "zone": call.zone}
     # every record's rounds: paired rounds after the first look time no eager alone (tuner/decide/race.py)
     rounds = max((rnd for r in f.records.values() for rnd, _ in r.steps), default=0) + 1
-    need = stats.rounds_to_decide(best, f.tie_margin * f.eager_total, rounds)
+    need = stats.rounds_to_decide(best, f.tie_margin * f.eager_total, rounds, df=f.model.df)
     if not math.isfinite(best.low):
         return {"verdict": "undecided", "choice": EAGER.to_dict(), "best": f.summaries[leader], "zone": None,
                 "reason": f"could not tell after one round: the best config ({label}) {words}; a second round gives "

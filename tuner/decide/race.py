@@ -19,7 +19,9 @@ Three rules keep a race that changes its field honest:
   anything is measured: its baseline trial's cold compile counts too, a third, since the cold
   spread is pooled over cold compiles alone (tuner/decide/stats.py) and a race of plain compile
   alone would otherwise rest on one degree of freedom (a t quantile near 100 at a look's
-  confidence, on a compile that can be half of what compiling saves);
+  confidence, on a compile that can be half of what compiling saves). Where rounds are paired,
+  the whole baseline trial is one of the first round's processes, which then runs one fewer of
+  plain compile's (:meth:`Race.join`);
 - the race stops only when a look decides *and* every candidate in it has had its own first look
   (:meth:`Race.first_look_after`: :data:`MIN_ROUNDS` rounds since it joined, one for a paired
   finalist joining a race past its first look): a verdict already decided for plain compile does
@@ -114,6 +116,8 @@ class Race:
     """Candidate key -> its processes so far (the first :data:`COLD_COMPILES` compile cold)."""
     answer: Decision = field(init=False, default_factory=dict)
     """The last look that decided (``on_look`` has seen it)."""
+    ahead: dict[str, int] = field(init=False, default_factory=dict)
+    """Candidate key -> the round whose processes its baseline trial opened (:meth:`join`)."""
 
     def __post_init__(self) -> None:
         self.records = {EAGER.key(): Record(EAGER)}
@@ -123,10 +127,15 @@ class Race:
 
     # ----------------------------------------------------------------------------- the field
 
-    def join(self, configs: list[CompileConfig], cold: dict[str, float] | None = None) -> list[CompileConfig]:
+    def join(self, configs: list[CompileConfig], cold: dict[str, float] | None = None,
+             baseline: dict[str, Any] | None = None) -> list[CompileConfig]:
         """Add candidates from the next round on (one already in the race stays as it is);
         ``cold``: key -> a cold compile measured before the race, of which plain compile's alone
-        counts (a finalist's is where the search's luck is: see the module's text). Returns the
+        counts (a finalist's is where the search's luck is: see the module's text). ``baseline``:
+        plain compile's baseline trial, whole. Where rounds are paired and it timed eager beside
+        plain compile, it is one of the joining round's processes (:data:`PAIRED_PER_ROUND`), not
+        only a cold compile: plain compile was chosen before anything was measured, so its steps are
+        a sample like any other, and the first look comes one process sooner. Returns the
         candidates that joined."""
         new = []
         for cfg in configs:
@@ -136,10 +145,24 @@ class Race:
             self.records[key] = Record(cfg)
             self.racing.append(cfg)
             self.joined[key] = self.done
-            if key == PLAIN_COMPILE.key() and (cold or {}).get(key):
+            if key == PLAIN_COMPILE.key() and self._opens_with(baseline):
+                self.records[key].add(baseline or {}, self.scoring, self.done)
+                self.ahead[key] = self.done
+            elif key == PLAIN_COMPILE.key() and (cold or {}).get(key):
                 self.records[key].cold.append(float((cold or {})[key]))
             new.append(cfg)
         return new
+
+    def _opens_with(self, baseline: dict[str, Any] | None) -> bool:
+        """Whether plain compile's baseline trial counts as a process of the race (see :meth:`join`)."""
+        return bool(self.paired and self.per_round > 1 and baseline and baseline.get("status") == "ok"
+                    and baseline.get("timing") == "beside" and baseline.get("step_mean_s")
+                    and baseline.get("eager_step_mean_s")
+                    and not baseline.get("compiled_from_cache"))
+
+    def _taken(self, key: str, round_: int) -> int:
+        """Processes of ``key`` this round already has from before the race (its baseline trial)."""
+        return 1 if self.ahead.get(key) == round_ else 0
 
     # ----------------------------------------------------------------------------- rounds
 
@@ -156,7 +179,8 @@ class Race:
         fresh = True  # the budget's clock times a round from its previous call: none in this stretch yet
         while self.done < last:
             n = round_processes(len(self.racing), self.heap_apart, self.paired, self.per_round,
-                                alone=self._times_eager_alone(self.done))
+                                alone=self._times_eager_alone(self.done)) \
+                - sum(self._taken(c.key(), self.done) for c in self.racing)
             if round_fits is not None and not round_fits(n, None if fresh else self.ran):
                 if not self.done:
                     self.log("  race skipped: not even one round fits in what is left of the --budget")
@@ -221,7 +245,8 @@ class Race:
         eager = self.records[EAGER.key()]
         alone = self._times_eager_alone(r)
         plan = [*([eager] if alone else []), *([self.records[AS_STARTED]] if self.heap_apart and alone else []),
-                *(self.records[c.key()] for _ in range(self.per_round) for c in order),
+                *(self.records[c.key()] for i in range(self.per_round) for c in order
+                  if i < self.per_round - self._taken(c.key(), r)),
                 *([] if self.paired else [eager])]
         for i, rec in enumerate(plan):
             kwargs: dict[str, Any] = {"heap": "default" if rec.key == AS_STARTED else None}

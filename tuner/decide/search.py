@@ -51,12 +51,15 @@ class Tuner:
     so their samplers start apart. ``store`` is the study with its storage (``open_store``);
     lines for the user go to ``log`` (default: this module's logger). ``warm_plain``: measure plain
     torch.compile's warm compile too (one short process from its cache): under a ``--budget`` it
-    sizes what confirmation, whose trials compile warm, will cost.
+    sizes what confirmation, whose trials compile warm, will cost. ``baseline_share``: the share
+    of the timing the baselines take; a run that races gives them its race's (the race's figures
+    decide, and plain compile's baseline trial is one of its processes: tuner/decide/race.py).
     """
 
     def __init__(self, store: TrialStore, space: SearchSpace, settings: StudySettings, work_dir: Path,
                  on_trial: Callable[[dict], None] | None = None, worker: int = 0,
-                 log: Callable[[str], None] | None = None, warm_plain: bool = False) -> None:
+                 log: Callable[[str], None] | None = None, warm_plain: bool = False,
+                 baseline_share: float = 1.0) -> None:
         self.store, self.study = store, store.study
         self.space, self.settings, self.work_dir = space, settings, work_dir
         self.on_trial = on_trial or (lambda attrs: None)
@@ -65,6 +68,7 @@ class Tuner:
         self.runner = TrialRunner(self.study, settings, work_dir, self._leaders)
         self.poll_s = min(2.0, float(settings.heartbeat_s))
         self.warm_plain = warm_plain
+        self.baseline_share = baseline_share
         #: Why ``blocks`` configs are no longer searched (tuner/decide/dead_ends.py), once they are not.
         self._not_searched: str | None = None
 
@@ -135,8 +139,9 @@ class Tuner:
     def _interruptible(self, number: int, config: CompileConfig, label: str,
                        compile_budget_s: float | None = None) -> dict:
         warm = True if label == ROLE_PLAIN and self.warm_plain else None
+        share = self.baseline_share if label in (ROLE_EAGER, ROLE_PLAIN) else 1.0
         try:
-            return self.measure(config, label, compile_budget_s, warm=warm)
+            return self.measure(config, label, compile_budget_s, warm=warm, timing_share=share)
         except KeyboardInterrupt:
             if mark_interrupted(self.store, number, "interrupted (Ctrl-C)"):
                 requeue(self.study, self.store.get(number))

@@ -318,20 +318,42 @@ def decide(savings: dict[str, Interval], margin_s: float) -> Call:
     return Call(None, leader, "an interval spans zero or the tie margin", None, zones)
 
 
-def rounds_to_decide(interval: Interval, margin_s: float, rounds: int) -> float | None:
+#: The most rounds :func:`rounds_to_decide` counts up to with degrees of freedom.
+FARTHEST_ROUND = 400
+#: The fewest degrees of freedom whose t quantile :func:`rounds_to_decide` projects: below them the
+#: spread itself is too uncertain (at 1 df the quantile alone would promise a 70-fold narrowing of
+#: an interval whose spread may have come out small by luck), and the rounds alone are counted.
+FEWEST_DF_TO_PROJECT = 4
+
+
+def rounds_to_decide(interval: Interval, margin_s: float, rounds: int, df: int | None = None) -> float | None:
     """About how many rounds in all would decide a saving measured so far as ``interval`` after
     ``rounds`` rounds (an interval shrinks as 1/sqrt(rounds)); None when the estimate sits on a
     boundary and no number of rounds can be promised. The zone reached first is the one whose
     boundary lies farther from the estimate: 30 % of the margin from zero, a tie once the half
     width falls below 70 % of the margin; 70 % from zero, slower (or compile) once it falls below
-    70 % (its far end still past the margin: no tie); beyond the margin, slower or compile."""
+    70 % (its far end still past the margin: no tie); beyond the margin, slower or compile.
+
+    With ``df``, the spread's degrees of freedom now, the interval's t quantile also falls as
+    rounds add processes (df grows with them), at the same confidence (later looks take a lower
+    one: what is left out errs long). Seen on the zoo's ViT-B/16 (2026-12-05): at its first look
+    (5 df, a quantile near 5) the rounds alone said 33, more than the race's 18, so the search
+    took the rounds; a second run that raced on called the tie at round 8.
+    """
     half = (interval.high - interval.low) / 2
     if not math.isfinite(half) or half <= 0:
         return None
     distance = max(abs(interval.estimate), margin_s - abs(interval.estimate))
     if distance <= 0:
         return None
-    return rounds * (half / distance) ** 2
+    if not df or df < FEWEST_DF_TO_PROJECT or rounds < 1:
+        return rounds * (half / distance) ** 2
+    q = 0.5 + interval.confidence / 2
+    now = t_quantile(q, df)
+    for n in range(rounds + 1, FARTHEST_ROUND + 1):
+        if half * math.sqrt(rounds / n) * t_quantile(q, df * n / rounds) / now <= distance:
+            return float(n)
+    return float(FARTHEST_ROUND)
 
 
 def pooled_log_se(values: Sequence[float]) -> float:

@@ -64,6 +64,8 @@ class TrialRunner:
                               compile_budget_s=compile_budget_s)
         if env:
             result["trace_dir"] = env["TORCH_TRACE"]
+        if timing_share < 1:
+            result["timing_share"] = timing_share  # what the --budget's plan scales back to a whole trial
         if cached is not None:
             result["compiled_from_cache"] = True
         if result.get("cache_dir"):

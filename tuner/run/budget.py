@@ -69,9 +69,10 @@ def trial_walls(trials: Iterable[Any]) -> tuple[list[float], list[float], list[f
     every, compiled, confirming, cold = [], [], [], []
     for a in measured:
         wall = float(a["trial_wall_s"]) + float(a.get("warm_compile_wall_s") or 0.0)
-        every.append(wall)
+        whole = wall + timed_s(a) * (1 / _share(a) - 1)  # a search trial times it all
+        every.append(whole)
         if a.get("role") != Role.EAGER:
-            compiled.append(wall)
+            compiled.append(whole)
             confirming.append(confirm_trial_wall(a, share))
             cold.append(confirm_trial_wall(a, cold=True))
     return every, compiled, confirming, cold
@@ -104,7 +105,12 @@ def confirm_trial_wall(attrs: dict, share: float = WARM_COMPILE_SHARE, cold: boo
     rest = max(0.0, wall - cold_s - float(attrs.get("correctness_s") or 0.0))
     timed = min(rest, timed_s(attrs)) if attrs.get("timed_steps") else rest
     # only the timing shrinks: the process's start, the model's build and the warm-up do not
-    return compile_s + (rest - timed) + CONFIRM_TIMING_SHARE * timed
+    return compile_s + (rest - timed) + min(1.0, CONFIRM_TIMING_SHARE / _share(attrs)) * timed
+
+
+def _share(attrs: dict) -> float:
+    """The share of the whole timing a trial took (a baseline of a run that races takes the race's)."""
+    return float(attrs.get("timing_share") or 1.0)
 
 
 def _warm_compile_s(attrs: dict, share: float) -> float:

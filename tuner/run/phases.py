@@ -16,7 +16,7 @@ from typing import Any
 from ..core.config import TunedConfig
 from ..core.durations import BUDGET_ATTR, BUDGET_RAN_OUT, PHASE_ATTR, budget_line, format_duration, time_line
 from ..core.errors import TunerError
-from ..decide.confirm import confirm_finalists, open_race
+from ..decide.confirm import CONFIRM_TIMING_SHARE, confirm_finalists, open_race
 from ..decide.race import Race
 from ..decide.search import Tuner
 from ..decide.verdict import SKIPPED_ATTR, pick_best
@@ -74,6 +74,11 @@ class Run:
     progress: Progress = field(init=False)
 
     @property
+    def races(self) -> bool:
+        """Whether the run races eager against plain compile (and its finalists) in fresh processes."""
+        return self.opts.objective == "time" and self.opts.confirm > 0 and self.opts.confirm_rounds > 0
+
+    @property
     def main(self) -> bool:
         """The run that writes the outputs (not a ``--workers`` process)."""
         return self.opts.worker_index is None
@@ -112,17 +117,16 @@ class Run:
         sys.stdout.flush()
         if stale:
             self.log(f"  resumed: {stale} interrupted trial(s) will be measured again")
-        if self.opts.check and self.main:
+        if self.opts.check and self.main and not self.checks_after_opening:
             self._check()
-        repaired = add_repairs(self.space, self.study.user_attrs.get("model_check"))  # breaks a setting lifts
-        if repaired and self.main:
-            self.log("\n".join(repaired + [f"  with them the space has {len(self.space.configs())} configs"]))
+        self._repair()
         opts, clock = self.opts, self.clock
         clock.plan = lambda: Plan.for_run(self.study.get_trials(deepcopy=False), opts)  # what is left costs
         self.progress = Progress(opts.trials, enabled=opts.progress, log=self.log,
                                  timing=lambda done: clock.progress_text(clock.plan().left_s(opts.trials - done)))
         self.tuner = Tuner(store, self.space, self.settings, self.out_dir / "work", on_trial=self.progress.update,
-                           worker=worker, log=self.log, warm_plain=clock.bounded)
+                           worker=worker, log=self.log, warm_plain=clock.bounded,
+                           baseline_share=CONFIRM_TIMING_SHARE if self.races else 1.0)
         self.run = StudyRun(study=self.study, scoring=None)  # type: ignore[arg-type]
 
     def _announce(self) -> None:
@@ -143,6 +147,21 @@ class Run:
             log(f"  added {dim}: {why}")
         for note in space.notes:
             log(f"  note: {note}")
+
+    @property
+    def checks_after_opening(self) -> bool:
+        """Whether the model check waits for the race's opening: the answer first. The check
+        (Dynamo traces over the input schedule, for every ``dynamic`` setting) only shapes the
+        search, which follows the opening; before the race it took 62 s of the zoo's BERT server's
+        9 minutes to a first answer (docs/zoo.md, measurement 10). ``--workers`` runs check first:
+        their workers search from the start."""
+        return self.races and self.opts.workers <= 1 and self.opts.worker_index is None
+
+    def _repair(self) -> None:
+        """The settings that can lift a break the model check found join the space."""
+        repaired = add_repairs(self.space, self.study.user_attrs.get("model_check"))
+        if repaired and self.main:
+            self.log("\n".join(repaired + [f"  with them the space has {len(self.space.configs())} configs"]))
 
     def _check(self) -> None:
         with self.clock.phase("check"):
@@ -180,11 +199,15 @@ class Run:
         import_report_modules(until=launcher_ready)  # the seconds a first trial waits for the launcher
         with clock.phase("baselines"):
             run.scoring = tuner.baselines()
-        overrun = clock.overrun("the model check and the baselines")  # they run whatever the budget says
+        ran = "the baselines" if self.checks_after_opening else "the model check and the baselines"
+        overrun = clock.overrun(ran)  # they run whatever the budget says
         if overrun:
             self.log(f"  {overrun}")
             run.notes.append(overrun)
         self._open_race()
+        if self.opts.check and self.checks_after_opening:
+            self._check()
+            self._repair()
         if lanes.lanes > 1:  # the search in lanes, which find the baselines measured
             with clock.phase("search"):
                 run_workers(opts, self.device, tuner, run, self.progress, lanes)
