@@ -3,7 +3,7 @@ search's finalists joining later, an answer at every decided look. Processes are
 known speedups and spread, as tests/test_stats.py does; tests/test_tune.py runs the race for real."""
 import random
 
-from tuner.core.config import PLAIN_COMPILE, CompileConfig
+from tuner.core.config import EAGER, PLAIN_COMPILE, CompileConfig
 from tuner.core.score import Scoring
 from tuner.decide import stats
 from tuner.decide.race import COLD_COMPILES, MIN_ROUNDS, PAIRED_PER_ROUND, Race
@@ -95,6 +95,30 @@ def test_an_unpaired_baseline_or_one_from_the_cache_opens_nothing():
         r.run(until=1)
         assert sum(key == PLAIN_COMPILE.key() for key, _, _ in calls) == PAIRED_PER_ROUND
         assert not any(rnd == 0 and s == 0.01 for rnd, s in r.records[PLAIN_COMPILE.key()].steps)
+
+
+def test_eagers_baseline_trial_is_the_first_rounds_process_of_eager_alone_where_rounds_are_paired():
+    calls = []
+    measure = simulated({PLAIN_COMPILE.key(): 1.3}, calls=calls)
+    eager_baseline = {"status": "ok", "timing": "beside", "step_s": 0.0101, "step_mean_s": 0.0102,
+                      "eager_step_mean_s": 0.0103, "peak_memory_mb": 1.0}
+    r = race(measure, per_round=PAIRED_PER_ROUND)
+    r.join([PLAIN_COMPILE], cold={PLAIN_COMPILE.key(): 30.0})
+    assert r.take_eager_baseline(eager_baseline)
+    r.run(until=MIN_ROUNDS)
+    eager = [rnd for key, rnd, _ in calls if key == EAGER.key()]
+    assert eager == [1], "round 0's process of eager alone is the baseline trial; round 1 times its own"
+    record = r.records[EAGER.key()]
+    assert record.steps[0] == (0, 0.0102) and not record.beside, "one sample of eager's level, not a pair"
+    # unpaired rounds time eager around the candidates, and a race under way has had its first round
+    for paired, started in ((False, False), (True, True)):
+        r = Race(SCORING, simulated({PLAIN_COMPILE.key(): 1.3}), rounds=12, heap_apart=False, paired=paired,
+                 log=lambda line: None)
+        r.join([PLAIN_COMPILE])
+        if started:
+            r.run(until=1)
+        assert not r.take_eager_baseline(eager_baseline)
+        assert (0, 0.0102) not in r.records[EAGER.key()].steps
 
 
 def test_the_error_rate_is_shared_among_the_planned_candidates_from_the_first_look():

@@ -28,7 +28,7 @@ from typing import Any, TypedDict
 from ..core.config import PLAIN_COMPILE, CompileConfig
 from ..core.durations import BUDGET_RAN_OUT
 from ..core.score import Scoring, total_time
-from ..study import ROLE_PLAIN, measured_trials
+from ..study import ROLE_EAGER, ROLE_PLAIN, measured_trials
 from . import stats
 from .race import EAGER_ALONE, MIN_ROUNDS, PAIRED_PER_ROUND, Race, round_processes  # noqa: F401 - the budget's plan reads them here
 from .search import Tuner
@@ -162,6 +162,12 @@ def new_race(study, scoring: Scoring, tuner: Tuner, k: int, rounds: int, log=pri
     return race
 
 
+def _eager_baseline(study) -> dict[str, Any] | None:
+    """Eager's baseline trial, whole (what :meth:`Race.take_eager_baseline` weighs), or None."""
+    eager = next((t for t in measured_trials(study, roles=(ROLE_EAGER,))), None)
+    return dict(eager.user_attrs) if eager is not None else None
+
+
 def open_race(study, scoring: Scoring, tuner: Tuner, k: int, rounds: int, log=print,
               round_fits: Callable[[int, int | None], bool] | None = None, tie_margin: float = stats.TIE_MARGIN,
               on_look: Callable[[dict], None] | None = None) -> Race | None:
@@ -181,6 +187,7 @@ def open_race(study, scoring: Scoring, tuner: Tuner, k: int, rounds: int, log=pr
     race = new_race(study, scoring, tuner, k, rounds, log, tie_margin, on_look)
     race.join([PLAIN_COMPILE], cold={PLAIN_COMPILE.key(): plain.user_attrs.get("compile_time_s") or 0.0},
               baseline=dict(plain.user_attrs))
+    race.take_eager_baseline(_eager_baseline(study))
     log("racing eager against plain torch.compile in fresh processes, round by round until a look decides "
         "(the search follows and its finalists join the race) ...")
     try:
@@ -221,6 +228,7 @@ def confirm_finalists(study, scoring: Scoring, tuner: Tuner, k: int, rounds: int
         plain = tuner.measured_by_key().get(PLAIN_COMPILE.key())
         race.join([PLAIN_COMPILE], cold={PLAIN_COMPILE.key(): plain.user_attrs.get("compile_time_s") or 0.0}
                   if plain is not None else None, baseline=dict(plain.user_attrs) if plain is not None else None)
+        race.take_eager_baseline(_eager_baseline(study))
     race.finalist_keys = keys
     joined = race.join(finalists)
     log(f"confirming {len(joined)} finalist(s) against eager and plain torch.compile: fresh processes, "

@@ -21,7 +21,8 @@ Three rules keep a race that changes its field honest:
   alone would otherwise rest on one degree of freedom (a t quantile near 100 at a look's
   confidence, on a compile that can be half of what compiling saves). Where rounds are paired,
   the whole baseline trial is one of the first round's processes, which then runs one fewer of
-  plain compile's (:meth:`Race.join`);
+  plain compile's (:meth:`Race.join`), and eager's baseline trial is its process of eager alone
+  (:meth:`Race.take_eager_baseline`);
 - the race stops only when a look decides *and* every candidate in it has had its own first look
   (:meth:`Race.first_look_after`: :data:`MIN_ROUNDS` rounds since it joined, one for a paired
   finalist joining a race past its first look): a verdict already decided for plain compile does
@@ -153,6 +154,23 @@ class Race:
             new.append(cfg)
         return new
 
+    def take_eager_baseline(self, baseline: dict[str, Any] | None) -> bool:
+        """Eager's baseline trial as the first round's process of eager alone, where rounds are
+        paired and the race has not started: it is a process of eager with the heap pinned, timing
+        the race's share of the steps, measured before anything was chosen, so the first look comes
+        one process sooner, as with plain compile's baseline (:meth:`join`). Unpaired rounds time eager
+        first and last around the candidates against drift, which a trial minutes earlier is not.
+        Whether it was taken."""
+        if not (self.paired and self.done == 0 and baseline and baseline.get("status") == "ok"
+                and (baseline.get("step_mean_s") or baseline.get("step_s"))
+                and times_eager_alone(0, self.paired) and EAGER.key() not in self.ahead):
+            return False
+        # It timed eager beside eager (the run's A/A check): one sample of eager's level like any
+        # other process of eager, not a pair of the paired model
+        self.records[EAGER.key()].add({**baseline, "timing": None}, self.scoring, 0)
+        self.ahead[EAGER.key()] = 0
+        return True
+
     def _opens_with(self, baseline: dict[str, Any] | None) -> bool:
         """Whether plain compile's baseline trial counts as a process of the race (see :meth:`join`)."""
         return bool(self.paired and self.per_round > 1 and baseline and baseline.get("status") == "ok"
@@ -161,7 +179,8 @@ class Race:
                     and not baseline.get("compiled_from_cache"))
 
     def _taken(self, key: str, round_: int) -> int:
-        """Processes of ``key`` this round already has from before the race (its baseline trial)."""
+        """Processes of ``key`` this round already has from before the race (its baseline trial:
+        :meth:`join`, :meth:`take_eager_baseline`)."""
         return 1 if self.ahead.get(key) == round_ else 0
 
     # ----------------------------------------------------------------------------- rounds
@@ -178,9 +197,10 @@ class Race:
         last = min(self.rounds, until if until is not None else self.rounds)
         fresh = True  # the budget's clock times a round from its previous call: none in this stretch yet
         while self.done < last:
-            n = round_processes(len(self.racing), self.heap_apart, self.paired, self.per_round,
-                                alone=self._times_eager_alone(self.done)) \
-                - sum(self._taken(c.key(), self.done) for c in self.racing)
+            alone = self._times_eager_alone(self.done)
+            n = round_processes(len(self.racing), self.heap_apart, self.paired, self.per_round, alone=alone) \
+                - sum(self._taken(c.key(), self.done) for c in self.racing) \
+                - (self._taken(EAGER.key(), self.done) if alone else 0)
             if round_fits is not None and not round_fits(n, None if fresh else self.ran):
                 if not self.done:
                     self.log("  race skipped: not even one round fits in what is left of the --budget")
@@ -244,7 +264,8 @@ class Race:
         order = self.racing if r % 2 == 0 else list(reversed(self.racing))
         eager = self.records[EAGER.key()]
         alone = self._times_eager_alone(r)
-        plan = [*([eager] if alone else []), *([self.records[AS_STARTED]] if self.heap_apart and alone else []),
+        eager_alone = alone and not self._taken(EAGER.key(), r)
+        plan = [*([eager] if eager_alone else []), *([self.records[AS_STARTED]] if self.heap_apart and alone else []),
                 *(self.records[c.key()] for i in range(self.per_round) for c in order
                   if i < self.per_round - self._taken(c.key(), r)),
                 *([] if self.paired else [eager])]
