@@ -316,6 +316,8 @@ def answer_line(tuned) -> str:
     low, high = m.get("speedup_interval") or (None, None)
     figure = (f", {ratio(m['speedup'])} as fast as eager {_between(low, high, ratio)} at "
               f"{number(m.get('confidence')) or 0.95:.0%}" if number(m.get("speedup")) else "")
-    machine = text(on.get("cpu") or on.get("host"))
-    where = f"{text(on.get('threads'))} thread(s), torch {text(on.get('torch'))}, {machine}"
-    return f"{head}{figure}; holds at {where}"
+    threads, torch = text(on.get("threads")), text(on.get("torch"))
+    # a part the run did not record is left out, not written as an empty ", ,"
+    where = ", ".join(part for part in (threads and f"{threads} thread(s)", torch and f"torch {torch}",
+                                        text(on.get("cpu") or on.get("host"))) if part)
+    return f"{head}{figure}; holds at {where or 'a machine the run did not record'}"
