@@ -162,9 +162,14 @@ def new_race(study, scoring: Scoring, tuner: Tuner, k: int, rounds: int, log=pri
     return race
 
 
+def _baseline(study, role: str):
+    """The baseline trial of ``role`` (eager's or plain compile's), or None."""
+    return next(iter(measured_trials(study, roles=(role,))), None)
+
+
 def _eager_baseline(study) -> dict[str, Any] | None:
     """Eager's baseline trial, whole (what :meth:`Race.take_eager_baseline` weighs), or None."""
-    eager = next((t for t in measured_trials(study, roles=(ROLE_EAGER,))), None)
+    eager = _baseline(study, ROLE_EAGER)
     return dict(eager.user_attrs) if eager is not None else None
 
 
@@ -180,7 +185,7 @@ def open_race(study, scoring: Scoring, tuner: Tuner, k: int, rounds: int, log=pr
     and the race ran out of budget undecided, where its other run raced on and called the tie at
     round 8. None where there is no race to run (``--confirm 0``, ``--confirm-rounds 0``, plain
     compile failed its trial or cannot win: :func:`could_win`)."""
-    plain = next((t for t in measured_trials(study, roles=(ROLE_PLAIN,))), None)
+    plain = _baseline(study, ROLE_PLAIN)
     if (k <= 0 or rounds <= 0 or plain is None or plain.user_attrs.get("status") != "ok"
             or not could_win(plain.user_attrs, scoring)):  # its compile outweighs any step it could save
         return None

@@ -162,8 +162,7 @@ class Race:
         first and last around the candidates against drift, which a trial minutes earlier is not.
         Whether it was taken."""
         if not (self.paired and self.done == 0 and baseline and baseline.get("status") == "ok"
-                and (baseline.get("step_mean_s") or baseline.get("step_s"))
-                and times_eager_alone(0, self.paired) and EAGER.key() not in self.ahead):
+                and (baseline.get("step_mean_s") or baseline.get("step_s")) and EAGER.key() not in self.ahead):
             return False
         # It timed eager beside eager (the run's A/A check): one sample of eager's level like any
         # other process of eager, not a pair of the paired model
