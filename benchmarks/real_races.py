@@ -77,7 +77,7 @@ def one_race(tuner: Tuner, scoring: Scoring, kind: str, rounds: int) -> dict:
         return tuner.measure(config, label, warm=False, reuse_cache=reuse_cache, timing_share=CONFIRM_TIMING_SHARE,
                              timing=timing, check_correctness=False, heap=heap)
 
-    race = Race(scoring, measure, rounds=rounds, slots=1, heap_apart=False, paired=True, log=lambda line: None,
+    race = Race(scoring, measure, rounds=rounds, heap_apart=False, paired=True, log=lambda line: None,
                 per_round=PAIRED_PER_ROUND)
     cfg = candidate(kind)
     race.join([cfg])

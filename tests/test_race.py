@@ -3,6 +3,8 @@ search's finalists joining later, an answer at every decided look. Processes are
 known speedups and spread, as tests/test_stats.py does; tests/test_tune.py runs the race for real."""
 import random
 
+import pytest
+
 from tuner.core.config import EAGER, PLAIN_COMPILE, CompileConfig
 from tuner.core.score import Scoring
 from tuner.decide import stats
@@ -35,8 +37,8 @@ def simulated(speedups: dict[str, float], spread: float = 0.01, seed: int = 0, c
     return measure
 
 
-def race(measure, slots=2, **kw):
-    return Race(SCORING, measure, rounds=12, slots=slots, heap_apart=False, paired=True, log=lambda line: None, **kw)
+def race(measure, **kw):
+    return Race(SCORING, measure, rounds=12, heap_apart=False, paired=True, log=lambda line: None, **kw)
 
 
 def test_the_opening_decides_plain_compile_and_writes_it_at_the_first_look():
@@ -57,8 +59,9 @@ def test_a_finalist_joining_a_decided_race_is_measured_before_the_race_settles()
     opened = r.done
     r.join([TUNED], cold={TUNED.key(): 1.0})  # a search figure offered for a finalist is not taken
     d = r.run()
-    # paired, one round gives it three processes and both cold compiles: its first look is the next
-    assert d["verdict"] == "compile" and r.done - opened == 1 and r.first_look_after(TUNED) == 1
+    # it decides on its own figures only, after two rounds of its own processes (issue 57's review)
+    assert d["verdict"] == "compile" and r.done - opened == MIN_ROUNDS
+    assert r.records[TUNED.key()].rounds == MIN_ROUNDS and r.looked[-1] == r.done
     tuned = [(rnd, reuse) for key, rnd, reuse in calls if key == TUNED.key()]
     assert [reuse for _, reuse in tuned[:COLD_COMPILES]] == [False] * COLD_COMPILES
     assert all(reuse for _, reuse in tuned[COLD_COMPILES:])
@@ -121,13 +124,20 @@ def test_eagers_baseline_trial_is_the_first_rounds_process_of_eager_alone_where_
         assert (0, 0.0102) not in r.records[EAGER.key()].steps
 
 
-def test_the_error_rate_is_shared_among_the_planned_candidates_from_the_first_look():
-    r = race(simulated({PLAIN_COMPILE.key(): 1.3}), slots=3)
+def test_the_error_rate_follows_the_candidates_as_they_join():
+    r = race(simulated({PLAIN_COMPILE.key(): 1.3, TUNED.key(): 1.3}))
     r.join([PLAIN_COMPILE])
     d = r.run(until=2)
-    planned = stats.look_confidence(stats.CONFIDENCE, (2,), 12, candidates=3)
-    alone = stats.look_confidence(stats.CONFIDENCE, (2,), 12, candidates=1)
-    assert d["look_confidence"] == planned and planned > alone
+    # plain compile opens the race with half of the error rate, whatever joins later
+    assert d["look_confidence"] == stats.look_confidence(stats.CONFIDENCE, (2,), 12, candidates=2)
+    r.join([TUNED])
+    d = r.run()
+    joined = r.records[TUNED.key()].joined
+    tuned = next(c for c in d["candidates"] if c["config_label"] == TUNED.describe())
+    # the second candidate a quarter, spent over its own looks from its own first round
+    own = tuple(n - joined for n in r.looked if n > joined)
+    assert tuned["against_plain"]["look_confidence"] == pytest.approx(
+        stats.look_confidence(stats.CONFIDENCE, own, 12 - joined, candidates=4))
 
 
 def test_a_budget_that_fits_no_round_of_a_new_stretch_cuts_the_race_with_the_figures_so_far():
@@ -274,13 +284,14 @@ def test_paired_a_race_whose_eager_alone_processes_were_all_crowded_still_states
 
 
 def test_an_unpaired_finalist_or_one_that_starts_the_race_still_waits_two_rounds():
-    r = Race(SCORING, simulated({PLAIN_COMPILE.key(): 1.3, TUNED.key(): 1.35}), rounds=12, slots=2,
+    r = Race(SCORING, simulated({PLAIN_COMPILE.key(): 1.3, TUNED.key(): 1.35}), rounds=12,
              heap_apart=False, paired=False, log=lambda line: None)
     r.join([PLAIN_COMPILE])
     r.run(until=2)
     r.join([TUNED])  # one process a round: one round would give it a single process
-    assert r.first_look_after(TUNED) == MIN_ROUNDS and r.first_look_after(PLAIN_COMPILE) == MIN_ROUNDS
     opened = r.done
+    r.run(until=opened + 1)
+    assert not r.settled() and r.records[TUNED.key()].rounds == 1
     assert r.run()["verdict"] == "compile" and r.done - opened >= MIN_ROUNDS
 
 
@@ -304,7 +315,7 @@ def test_paired_rounds_after_the_first_look_time_the_candidates_alone():
     """Eager alone is no sample of a paired speedup: it runs in the first look's rounds (the heap's
     own gain, a fresh process's spread), and the rounds after them are the candidates' processes."""
     calls = []
-    r = Race(SCORING, simulated({PLAIN_COMPILE.key(): 1.005}, spread=0.03, calls=calls), rounds=5, slots=1,
+    r = Race(SCORING, simulated({PLAIN_COMPILE.key(): 1.005}, spread=0.03, calls=calls), rounds=5,
              heap_apart=True, paired=True, per_round=PAIRED_PER_ROUND, log=lambda line: None)
     r.join([PLAIN_COMPILE], cold={PLAIN_COMPILE.key(): 30.0})
     d = r.run()
@@ -324,7 +335,7 @@ def test_a_candidate_timed_without_eager_beside_it_keeps_eager_alone_in_every_ro
         result.pop("eager_step_s", None)  # the trial could not time eager beside it
         return {**result, "timing": "alone"}
 
-    r = Race(SCORING, unpaired, rounds=4, slots=1, heap_apart=False, paired=True, per_round=PAIRED_PER_ROUND,
+    r = Race(SCORING, unpaired, rounds=4, heap_apart=False, paired=True, per_round=PAIRED_PER_ROUND,
              log=lambda line: None)
     r.join([PLAIN_COMPILE], cold={PLAIN_COMPILE.key(): 30.0})
     r.run()

@@ -124,8 +124,7 @@ def confirm(finalists: list[CompileConfig], scoring: Scoring, measure: Callable[
     def measure_(config, label, round_=0, heap=None, reuse_cache=False, **timing):
         return measure(config, label, round_=round_, heap=heap, **timing)
 
-    race = Race(scoring, measure_, rounds=rounds, slots=1 + len(finalists), heap_apart=heap_apart, paired=paired,
-                tie_margin=tie_margin, log=log)
+    race = Race(scoring, measure_, rounds=rounds, heap_apart=heap_apart, paired=paired, tie_margin=tie_margin, log=log)
     race.join([PLAIN_COMPILE, *finalists], cold=search_cold)
     race.run(round_fits)
     return race.final()  # type: ignore[return-value]
@@ -148,8 +147,8 @@ def new_race(study, scoring: Scoring, tuner: Tuner, k: int, rounds: int, log=pri
         return tuner.measure(config, label, warm=False, reuse_cache=reuse_cache, timing_share=CONFIRM_TIMING_SHARE,
                              timing=timing, check_correctness=False, heap=heap)
 
-    race = Race(scoring, measure, rounds=rounds, slots=1 + max(0, k), heap_apart=heap_apart, paired=paired,
-                tie_margin=tie_margin, log=log, per_round=PAIRED_PER_ROUND if paired else 1)
+    race = Race(scoring, measure, rounds=rounds, heap_apart=heap_apart, paired=paired, tie_margin=tie_margin, log=log,
+                per_round=PAIRED_PER_ROUND if paired else 1)
 
     def store(decision: dict) -> None:
         study.set_user_attr("confirmation", {**decision, "finalist_keys": race.finalist_keys, "rounds": rounds,

@@ -19,6 +19,7 @@ from typing import Any
 from ..core.config import EAGER, PLAIN_COMPILE, CompileConfig
 from ..core.score import Scoring
 from . import stats
+from .against_plain import AgainstPlain
 
 #: The record key of eager as a user's process starts (glibc's heap unpinned).
 AS_STARTED = "eager-as-started"
@@ -28,6 +29,11 @@ CROWDED = 0.10
 BUSY = 0.25
 #: The confidence the intervals hold at together (each is taken at a higher level: stats.look_confidence).
 STATED = stats.CONFIDENCE
+#: The fewest rounds of its own processes before a candidate's interval is stated: with one, its own
+#: spread (paired: its processes' own, not a pool's) has a degree of freedom or two, and a pooled
+#: spread lent to it called a late finalist with twice plain compile's spread "compile" at one look
+#: 1.2 % of the time against 0.10 % nominal (issue 57's review).
+OWN_ROUNDS = 2
 
 
 @dataclass
@@ -53,6 +59,11 @@ class Record:
     exists (:meth:`compile_samples`)."""
     peak_memory: list[float] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
+    joined: int = 0
+    """The race's round this candidate joined at: its looks count from there (``stats.Looks.since``)."""
+    dropped: str = ""
+    """Why the race stopped measuring it (it trails the leader, or its comparison with plain compile
+    is decided). Its figures stay in the report; it is never chosen later on them, frozen."""
 
     def __post_init__(self) -> None:
         self.key = self.key or self.config.key()
@@ -104,6 +115,11 @@ class Record:
     def processes(self) -> int:
         return len(self.steps) + len(self.crowded)
 
+    @property
+    def rounds(self) -> int:
+        """The rounds in which it ran cleanly (a candidate decides only after :data:`OWN_ROUNDS`)."""
+        return len({rnd for rnd, _ in self.steps})
+
     def compile_samples(self, scoring: Scoring) -> list[float]:
         """The compile times the score charges: warm ones where it charges a warm cache and has them;
         crowded ones only where no clean one of that kind was measured (they read high: a
@@ -115,12 +131,11 @@ class Record:
 
 
 def weigh(records: dict[str, Record], scoring: Scoring, looks: stats.Looks, tie_margin: float = stats.TIE_MARGIN,
-          confidence: float = stats.CONFIDENCE, slots: int = 1) -> dict[str, Any]:
+          confidence: float = stats.CONFIDENCE) -> dict[str, Any]:
     """The decision from the processes so far (the ``Decision`` of tuner/decide/confirm.py, plus
-    ``trailing``: finalists the race may stop measuring). The error rate is shared among
-    ``slots`` candidates, or every compiled candidate in ``records`` where more joined (dropped,
-    failed or over the memory bound, each kept its share: tuner/decide/race.py plans its
-    candidates when it starts)."""
+    ``trailing``: candidates the race may stop measuring). Each compiled candidate holds a share
+    of the error rate by the order it joined in (``stats.arrival_share``, ``records`` keeping
+    that order), kept whether it is dropped, failed or over the memory bound later."""
     eager = records[EAGER.key()]
     compiled = [r for r in records.values() if r.config.compiles]
     every = list(records.values())
@@ -131,7 +146,8 @@ def weigh(records: dict[str, Record], scoring: Scoring, looks: stats.Looks, tie_
                 "eager_step_s": statistics.fmean(s for _, s in eager.steps) if eager.steps else scoring.eager_step_s}
     if not eager.steps and eager.failures:
         return {"failed": f"eager failed every round ({_failures([eager])})", "candidates": []}
-    ok = [r for r in compiled if r.steps and not r.failures and not _over_memory(r, scoring)]
+    weighed = [r for r in compiled if r.steps and not r.failures and not _over_memory(r, scoring)]
+    ok = [r for r in weighed if not r.dropped]  # what may still be chosen
     machine = _machine(every)
     e_steps = _eager_levels(eager, ok)
     if not e_steps:
@@ -158,17 +174,23 @@ def weigh(records: dict[str, Record], scoring: Scoring, looks: stats.Looks, tie_
         return {**base, "verdict": "stay_eager", "choice": EAGER.to_dict(),
                 "reason": f"no finalist was confirmed ({why})",
                 "candidates": [_eager_summary(eager, e_step, eager_total)]}
-    f = _figures(records, ok, scoring, looks, confidence, tie_margin, slots)
-    call = stats.decide(f.savings, tie_margin * f.eager_total)
-    leader = call.leader or max(f.savings, key=lambda k: f.savings[k].estimate)
+    f = _figures(records, weighed, scoring, looks, confidence, tie_margin)
+    live = {r.key: f.savings[r.key] for r in ok}
+    call = stats.decide(live, tie_margin * f.eager_total)
+    leader = call.leader or max(live, key=lambda k: live[k].estimate)
     for k, z in call.zones.items():
         f.summaries[k]["zone"] = z
-    decision = {**base, "spread": f.model.sigma, "spread_df": f.model.df, "look_confidence": f.level,
+    for r in weighed:
+        if r.dropped:  # its zone on the figures it was dropped with, for the report: it is not chosen
+            f.summaries[r.key].update(dropped=r.dropped, zone=stats.zone(f.savings[r.key], tie_margin * f.eager_total))
+    decision = {**base, "spread": f.model.sigma, "spread_df": f.model.df, "look_confidence": f.levels[leader],
                 "looks": len(looks.taken), "paired": f.paired, "process_spread": _process_spread(records),
                 "candidates": [_eager_summary(eager, e_step, eager_total), *f.summaries.values(),
-                               *(_failed_summary(r) for r in compiled if r not in ok)],
-                "trailing": [k for k in f.savings if k not in (leader, PLAIN_COMPILE.key())
-                             and f.savings[k].high < f.savings[leader].low]}
+                               *(_failed_summary(r) for r in compiled if r not in weighed)],
+                "trailing": [k for k in live if k not in (leader, PLAIN_COMPILE.key())
+                             and live[k].high < live[leader].low]}
+    if f.plain is not None:
+        decision.update(f.plain.decision_fields({r.key: r.dropped for r in weighed}))
     decision.update(_verdict(call, leader, f, machine, eager))
     return decision
 
@@ -180,7 +202,11 @@ class _Figures:
     records: dict[str, Record]
     scoring: Scoring
     model: stats.ProcessModel
-    level: float
+    """Every candidate's processes in one fit: the spread the report states (pooled)."""
+    models: dict[str, stats.ProcessModel]
+    """Each candidate's own fit where processes are paired (its own spread decides), else the pooled one."""
+    levels: dict[str, float]
+    """Each candidate's look confidence: its share of the error rate, spent over its own looks."""
     costs: dict[str, stats.Cost]
     speedups: dict[str, stats.Interval]
     savings: dict[str, stats.Interval]
@@ -192,6 +218,8 @@ class _Figures:
     """The degrees of freedom of eager's level (``se_log``): its processes less one."""
     paired: bool
     """Whether every candidate's processes timed eager beside it (the model is the paired one)."""
+    plain: AgainstPlain | None = None
+    """Each candidate against plain compile, where plain compile ran cleanly."""
 
     @property
     def eager_total(self) -> float:
@@ -199,35 +227,47 @@ class _Figures:
 
 
 def _figures(records: dict[str, Record], ok: list[Record], scoring: Scoring, looks: stats.Looks, confidence: float,
-             tie_margin: float, slots: int = 1) -> _Figures:
+             tie_margin: float) -> _Figures:
     eager = records[EAGER.key()]
     e_steps = _eager_levels(eager, ok)
     e_step = statistics.fmean(e_steps)
     paired = all(r.paired for r in ok)
     model = stats.fit(sample for r in (ok if paired else [eager, *ok]) for sample in r.samples(eager.key))
-    # every candidate that started the race keeps its share of the error rate, weighed now or not
-    # (one that failed a later process or ran over the memory bound had its chances to err)
+    # Paired, each candidate's processes are blocks of their own (eager's level cancels in each), so
+    # its own fit is its own spread: a late finalist twice as noisy as plain compile no longer
+    # borrows plain compile's many degrees of freedom and small spread (issue 57's review).
+    models = {r.key: stats.fit(r.samples(eager.key)) for r in ok} if paired else {r.key: model for r in ok}
+    contrasts = {r.key: models[r.key].contrast(eager.key, r.key) for r in ok}
+    # every candidate that joined keeps its share of the error rate, weighed now or not (one that
+    # failed a later process or ran over the memory bound had its chances to err)
     started = [r for r in records.values() if r.config.compiles]
-    level = looks.confidence(confidence, max(slots, len(started)))
+    levels = {r.key: looks.since(r.joined).confidence(confidence, 1 / stats.arrival_share(started.index(r)))
+              for r in ok}
     # a cold compile's spread from cold compiles alone, pooled over the candidates (stats.compile_costs)
     costs = stats.compile_costs({r.key: r.compile_samples(scoring) for r in ok},
                                 [r.compile_samples(scoring) for r in started if r not in ok])
     se_log = stats.pooled_log_se(e_steps)
-    speedups = {r.key: model.speedup(eager.key, r.key, level) for r in ok}
-    savings = {r.key: stats.saving(model, eager.key, r.key, scoring.steps, e_step, se_log, costs[r.key], level,
-                                   base_df=len(e_steps) - 1) for r in ok}
-    if len({rnd for r in [eager, *ok] for rnd, _ in r.steps}) < 2:
-        # One round (a --budget that cut confirmation short): the spread of its two eager processes
-        # has 1 degree of freedom, and at the looks' confidence its interval spans 0x to 10^9x,
-        # true and of no use. No interval is stated until a second round. (Counted over every
-        # process that ran cleanly: a crowded eager-alone process in round 2 once left eager one
-        # round, and a 2-round race stated no interval though its paired processes had one.)
-        speedups = {k: _no_interval(i) for k, i in speedups.items()}
-        savings = {k: _no_interval(i) for k, i in savings.items()}
+    speedups = {r.key: contrasts[r.key].speedup(levels[r.key]) for r in ok}
+    savings = {r.key: stats.saving_of(contrasts[r.key], scoring.steps, e_step, se_log, costs[r.key], levels[r.key],
+                                      base_df=len(e_steps) - 1) for r in ok}
+    for r in ok:
+        if r.rounds < OWN_ROUNDS:
+            # One round of its own: its spread has a degree of freedom or two and at the looks'
+            # confidence its interval spans 0x to 10^9x, true and of no use. No interval is stated
+            # until its second round (a --budget that cut the race short after one round of
+            # plain compile, or a finalist that joined a round ago).
+            speedups[r.key], savings[r.key] = _no_interval(speedups[r.key]), _no_interval(savings[r.key])
     summaries = {r.key: _summary(r, speedups[r.key], savings[r.key], costs[r.key], e_step, scoring.steps)
                  for r in ok}
-    return _Figures(records, scoring, model, level, costs, speedups, savings, summaries, e_step, se_log, tie_margin,
-                    len(e_steps) - 1, paired)
+    plain = None
+    if any(r.key == PLAIN_COMPILE.key() for r in ok):
+        plain = AgainstPlain.weigh(contrasts, costs, levels, {r.key: r.config.describe() for r in ok},
+                                   {r.key for r in ok if r.rounds >= OWN_ROUNDS}, scoring.steps, e_step, se_log,
+                                   len(e_steps) - 1, tie_margin)
+        for key, row in plain.rows.items():
+            summaries[key]["against_plain"] = row
+    return _Figures(records, scoring, model, models, levels, costs, speedups, savings, summaries, e_step, se_log,
+                    tie_margin, len(e_steps) - 1, paired, plain)
 
 
 def _eager_levels(eager: Record, ok: list[Record]) -> list[float]:
@@ -259,7 +299,7 @@ def _verdict(call: stats.Call, leader: str, f: _Figures, machine: dict, eager: R
                 "zone": call.zone}
     # every record's rounds: paired rounds after the first look time no eager alone (tuner/decide/race.py)
     rounds = max((rnd for r in f.records.values() for rnd, _ in r.steps), default=0) + 1
-    need = stats.rounds_to_decide(best, f.tie_margin * f.eager_total, rounds, df=f.model.df)
+    need = stats.rounds_to_decide(best, f.tie_margin * f.eager_total, rounds, df=f.models[leader].df)
     if not math.isfinite(best.low):
         return {"verdict": "undecided", "choice": EAGER.to_dict(), "best": f.summaries[leader], "zone": None,
                 "reason": f"could not tell after one round: the best config ({label}) {words}; a second round gives "
@@ -279,22 +319,29 @@ def _spans(s: stats.Interval, f: _Figures) -> str:
 
 
 def _simpler(chosen: str, f: _Figures, call: stats.Call) -> tuple[str, str]:
-    """The chosen config and its reason: plain ``torch.compile`` instead of a tuned finalist
-    when plain compile is itself a proven win (its own zone is compile) and the finalist is not
-    shown to beat it."""
-    label = f.records[chosen].config.describe()
-    reason = f"{label} {_saving_words(f.savings[chosen], f.eager_total)}"
-    plain = PLAIN_COMPILE.key()
-    if chosen == plain or plain not in f.savings:
+    """The chosen config and its reason. A config beyond plain ``torch.compile`` is chosen only
+    where it beats plain compile (its zone against it: tuner/decide/against_plain.py) and it or
+    plain compile is a proven win over eager; otherwise plain compile where that is a proven win
+    (the simpler, as good as far as the race can tell); otherwise the proven leader, its standing
+    against plain compile said."""
+    plain, against = PLAIN_COMPILE.key(), f.plain
+    reason = f"{f.records[chosen].config.describe()} {_saving_words(f.savings[chosen], f.eager_total)}"
+    if against is None:
         return chosen, reason
-    plain_step = f.e_step / f.speedups[plain].estimate
-    over = stats.saving(f.model, plain, chosen, f.scoring.steps, plain_step, f.se_log, f.costs[chosen], f.level,
-                        base_cost=f.costs[plain], base_df=f.level_df)
-    words = f"{over.estimate:+.1f} s ({over.low:+.1f} to {over.high:+.1f} s)"
-    if call.zones.get(plain) == "compile" and over.low <= 0:
+    plain_wins = call.zones.get(plain) == "compile"
+    beats = [k for k, z in against.zones.items()
+             if z == "beats" and k in call.zones and (plain_wins or call.zones[k] == "compile")]
+    if beats:
+        best = max(beats, key=lambda k: against.savings[k].estimate)
+        return best, (f"{f.records[best].config.describe()} {_saving_words(f.savings[best], f.eager_total)}; "
+                      f"{against.words(best)}")
+    if chosen == plain:
+        return plain, reason
+    if plain_wins:
         return plain, (f"plain torch.compile {_saving_words(f.savings[plain], f.eager_total)}; "
-                       f"{label} is not shown to beat it ({words} against it): the simpler plain torch.compile")
-    return chosen, reason + f"; against plain torch.compile {words}"
+                       f"{f.records[chosen].config.describe()} is not shown to beat it ({against.words(chosen)}): "
+                       "the simpler plain torch.compile")
+    return chosen, f"{reason}; {against.words(chosen)}"
 
 
 def _saving_words(s: stats.Interval, eager_total: float) -> str:

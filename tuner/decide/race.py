@@ -9,24 +9,27 @@ as long as the run; :meth:`Race.run` adds rounds until a look decides, and a can
 (:meth:`Race.join`) is timed beside the rest from the next round on. Each look hands its decision
 to ``on_look``, which writes best_config.yaml: the answer so far, kept whatever stops the run.
 
-Three rules keep a race that changes its field honest:
-- the error rate is shared among the candidates the race is *planned* for (``slots``: plain
-  compile and the ``--confirm`` finalists), fixed when it starts, not among those measured so far,
-  so a look taken before the finalists join holds at the same level as one after;
-- a candidate chosen by the search brings none of its search figures: its search trial won
-  partly by luck (a fast process, a short compile), so its steps and both of its cold compiles
-  (:data:`COLD_COMPILES`) come from processes after it was chosen. Plain compile is chosen before
-  anything is measured: its baseline trial's cold compile counts too, a third, since the cold
-  spread is pooled over cold compiles alone (tuner/decide/stats.py) and a race of plain compile
-  alone would otherwise rest on one degree of freedom (a t quantile near 100 at a look's
-  confidence, on a compile that can be half of what compiling saves). Where rounds are paired,
-  the whole baseline trial is one of the first round's processes, which then runs one fewer of
-  plain compile's (:meth:`Race.join`), and eager's baseline trial is its process of eager alone
+Four rules keep a race that changes its field honest:
+- each candidate holds a share of the error rate by the order it joined in
+  (``stats.arrival_share``: a half for plain compile, then a quarter, a twelfth ...), spent over
+  its own looks from when it joined (``stats.Looks.since``), so it holds however many join, and
+  plain compile's looks no longer pay for finalists that never come (until 2026-12-07 the rate
+  was split ``1 + k`` ways from the start; in 13 of the zoo's 14 runs no finalist joined);
+- a candidate joins as soon as the search proposed it, bar a failure or a hopeless total, so its
+  search trial, timed as a race process (the race's share of the steps, eager beside it), is one
+  of its samples and its cold compile one of its :data:`COLD_COMPILES` (:meth:`Race.join`). A
+  finalist chosen after the search by its search figures brings none of them (that choice is
+  where the search's luck is). Plain compile is chosen before anything is measured: its baseline
+  trial's cold compile counts too, a third, and where rounds are paired the whole baseline trial
+  is one of the first round's processes; eager's baseline trial is its process of eager alone
   (:meth:`Race.take_eager_baseline`);
-- the race stops only when a look decides *and* every candidate in it has had its own first look
-  (:meth:`Race.first_look_after`: :data:`MIN_ROUNDS` rounds since it joined, one for a paired
-  finalist joining a race past its first look): a verdict already decided for plain compile does
-  not end the race before a finalist has been measured.
+- a candidate decides only on its own figures after :data:`MIN_ROUNDS` rounds of its own
+  processes (paired: its own spread, tuner/decide/evidence.py), and the race looks at each
+  candidate's own look rounds as well as its own (:meth:`Race.looks_now`);
+- the race stops only when a look decides, every candidate in it has had its own rounds, and none
+  racing is undecided against plain compile (:meth:`Race.settled`); a candidate decided against
+  plain compile (slower, or a tie: plain compile is simpler), trailing the leader beyond doubt, or
+  that the rounds left cannot decide, is dropped and stays dropped (:meth:`Race._drop`).
 """
 from __future__ import annotations
 
@@ -87,14 +90,12 @@ class Race:
     ``measure(config, label, round_=r, heap=None, reuse_cache=bool, **timing)`` runs one isolated
     process; ``heap="default"`` asks for eager as a user's process starts (only with
     ``heap_apart``); ``paired``: each config's process times eager beside it
-    (``timing="beside"``). ``rounds``: the most rounds of the whole race; ``slots``: the
-    candidates its error rate is planned for (see the module's text).
+    (``timing="beside"``). ``rounds``: the most rounds of the whole race.
     """
 
     scoring: Scoring
     measure: Callable[..., dict]
     rounds: int = 12
-    slots: int = 1
     heap_apart: bool = True
     paired: bool = False
     tie_margin: float = stats.TIE_MARGIN
@@ -118,7 +119,9 @@ class Race:
     answer: Decision = field(init=False, default_factory=dict)
     """The last look that decided (``on_look`` has seen it)."""
     ahead: dict[str, int] = field(init=False, default_factory=dict)
-    """Candidate key -> the round whose processes its baseline trial opened (:meth:`join`)."""
+    """Candidate key -> the round whose processes its baseline or search trial opened (:meth:`join`)."""
+    looked: list[int] = field(init=False, default_factory=list)
+    """The rounds after which the race looked (:meth:`looks_now`)."""
 
     def __post_init__(self) -> None:
         self.records = {EAGER.key(): Record(EAGER)}
@@ -129,26 +132,32 @@ class Race:
     # ----------------------------------------------------------------------------- the field
 
     def join(self, configs: list[CompileConfig], cold: dict[str, float] | None = None,
-             baseline: dict[str, Any] | None = None) -> list[CompileConfig]:
-        """Add candidates from the next round on (one already in the race stays as it is);
-        ``cold``: key -> a cold compile measured before the race, of which plain compile's alone
-        counts (a finalist's is where the search's luck is: see the module's text). ``baseline``:
-        plain compile's baseline trial, whole. Where rounds are paired and it timed eager beside
-        plain compile, it is one of the joining round's processes (:data:`PAIRED_PER_ROUND`), not
-        only a cold compile: plain compile was chosen before anything was measured, so its steps are
-        a sample like any other, and the first look comes one process sooner. Returns the
+             baseline: dict[str, Any] | None = None, opened: dict[str, dict[str, Any]] | None = None
+             ) -> list[CompileConfig]:
+        """Add candidates from the next round on (one already in the race, or dropped from it,
+        stays as it is); ``cold``: key -> a cold compile measured before the race, of which plain
+        compile's alone counts. ``baseline``: plain compile's baseline trial, whole; ``opened``:
+        key -> a search trial measured as a race process (the race's share of the steps, eager
+        beside it). Where rounds are paired, such a trial is one of the joining round's processes
+        (:data:`PAIRED_PER_ROUND`) and its cold compile one of the candidate's
+        :data:`COLD_COMPILES`: the candidate joined as soon as the search proposed it, whatever
+        its trial said (bar a failure or a hopeless total), so that trial is a sample like any
+        other and the candidate costs one process and one cold compile less. Returns the
         candidates that joined."""
+        first = {**(opened or {}), **({PLAIN_COMPILE.key(): baseline} if baseline else {})}
         new = []
         for cfg in configs:
             key = cfg.key()
             if key in self.records or not cfg.compiles:
                 continue
-            self.records[key] = Record(cfg)
+            self.records[key] = Record(cfg, joined=self.done)
             self.racing.append(cfg)
             self.joined[key] = self.done
-            if key == PLAIN_COMPILE.key() and self._opens_with(baseline):
-                self.records[key].add(baseline or {}, self.scoring, self.done)
+            if self._opens_with(first.get(key)):
+                self.records[key].add(first[key], self.scoring, self.done)
                 self.ahead[key] = self.done
+                if key != PLAIN_COMPILE.key():
+                    self.asked[key] = 1  # its trial compiled cold: one more cold compile, then warm
             elif key == PLAIN_COMPILE.key() and (cold or {}).get(key):
                 self.records[key].cold.append(float((cold or {})[key]))
             new.append(cfg)
@@ -171,7 +180,7 @@ class Race:
         return True
 
     def _opens_with(self, baseline: dict[str, Any] | None) -> bool:
-        """Whether plain compile's baseline trial counts as a process of the race (see :meth:`join`)."""
+        """Whether a trial before the race counts as one of its processes (see :meth:`join`)."""
         return bool(self.paired and self.per_round > 1 and baseline and baseline.get("status") == "ok"
                     and baseline.get("timing") == "beside" and baseline.get("step_mean_s")
                     and baseline.get("eager_step_mean_s")
@@ -195,11 +204,8 @@ class Race:
             return self.decision  # settled, and nothing joined since that would need its own look
         last = min(self.rounds, until if until is not None else self.rounds)
         fresh = True  # the budget's clock times a round from its previous call: none in this stretch yet
-        while self.done < last:
-            alone = self._times_eager_alone(self.done)
-            n = round_processes(len(self.racing), self.heap_apart, self.paired, self.per_round, alone=alone) \
-                - sum(self._taken(c.key(), self.done) for c in self.racing) \
-                - (self._taken(EAGER.key(), self.done) if alone else 0)
+        while self.done < last and self.racing:
+            n = self.next_round_processes()
             if round_fits is not None and not round_fits(n, None if fresh else self.ran):
                 if not self.done:
                     self.log("  race skipped: not even one round fits in what is left of the --budget")
@@ -211,31 +217,83 @@ class Race:
                 break
             fresh = False
             self._round()
-            if self.done not in self.looks and self.done < self.rounds:
+            if not self.looks_now():
                 self.log(f"  race round {self.done}/{self.rounds} done")
                 continue
             self._look(final=self.done >= self.rounds)
+            dropped = self._drop()
             if self.settled():
-                self.log(f"  race round {self.done}/{self.rounds} done: {self.decision.get('verdict') or 'failed'}")
+                self.log(f"  race round {self.done}/{self.rounds} done: {self.decision.get('verdict') or 'failed'}"
+                         + _dropped_words(dropped))
                 break
-            dropped = self.decision.pop("trailing", [])
-            self.racing = [c for c in self.racing if c.key() not in dropped]
             self.log(f"  race round {self.done}/{self.rounds} done: not decided yet ({self.decision.get('reason')})"
-                     + (f"; dropped (trails the leader beyond doubt): "
-                        f"{', '.join(self.records[k].config.describe() for k in dropped)}" if dropped else ""))
+                     + _dropped_words(dropped))
             need = (self.decision.get("to_decide") or {}).get("rounds")
             if until is not None and not (need and need <= last):
                 break  # this stretch cannot decide it: the rounds are worth more to what comes next
         self.decision.pop("trailing", None)
         return self.decision
 
+    def next_round_processes(self) -> int:
+        """The processes the next round runs (what the ``--budget`` is asked to fit)."""
+        alone = self._times_eager_alone(self.done)
+        return (round_processes(len(self.racing), self.heap_apart, self.paired, self.per_round, alone=alone)
+                - sum(self._taken(c.key(), self.done) for c in self.racing)
+                - (self._taken(EAGER.key(), self.done) if alone else 0))
+
+    def looks_now(self) -> bool:
+        """Whether the race looks after the round just run: at the race's look rounds
+        (:func:`stats.look_rounds`: 2, 3, 5, 8 ...), at its last round, and at each candidate's
+        own look rounds counted from when it joined, so a finalist that joins at round 5 has its
+        first look after its second round (7), not the race's next (8)."""
+        if self.done in self.looks or self.done >= self.rounds:
+            return True
+        return any(self.done - self.joined[c.key()] in self.looks for c in self.racing)
+
+    def _drop(self) -> list[str]:
+        """Stop measuring the candidates the last look settled: those that trail the leader
+        beyond doubt, and those decided against plain compile (slower than it or tied with it:
+        plain compile, the simpler, is then the better choice), or that the race's rounds left
+        cannot decide against it. Plain compile always runs: it is the yardstick. A dropped
+        candidate stays dropped (tuner/decide/evidence.py: never chosen on frozen figures)."""
+        d, plain = self.decision, PLAIN_COMPILE.key()
+        why = {k: "trails the leader beyond doubt" for k in d.pop("trailing", [])}
+        rows = d.get("against_plain") or {}
+        for c in self.racing:
+            key, row = c.key(), rows.get(c.key())
+            if key == plain or row is None or key in why or self.done - self.joined[key] < MIN_ROUNDS:
+                continue
+            if row["zone"] in ("slower", "ties"):
+                why[key] = f"{'slower than' if row['zone'] == 'slower' else 'ties'} plain torch.compile"
+            elif row["zone"] is None and not self._can_decide(row, key):
+                why[key] = "its comparison with plain torch.compile needs more rounds than the race has left"
+        for key, reason in why.items():
+            if key in self.records and key != plain:
+                self.records[key].dropped = f"{reason} (round {self.done})"
+        self.racing = [c for c in self.racing if c.key() not in why or c.key() == plain]
+        return [f"{self.records[k].config.describe()}: {r}" for k, r in why.items() if k in self.records]
+
+    def _can_decide(self, row: dict[str, Any], key: str) -> bool:
+        """Whether the race's rounds left can decide a candidate against plain compile
+        (``stats.rounds_to_decide`` of its saving over plain, in its own rounds)."""
+        low, high = row.get("saving_interval_s") or (None, None)
+        if low is None or high is None:
+            return True
+        own = self.done - self.joined[key]
+        need = stats.rounds_to_decide(stats.Interval(row["saving_s"], low, high, row.get("look_confidence") or 0.99),
+                                      row.get("margin_s") or 0.0, own, df=int(row.get("df") or 0))
+        return need is not None and self.joined[key] + need <= self.rounds
+
     def settled(self) -> bool:
-        """Whether the last look decided (or failed) and every candidate racing had its first look."""
+        """Whether the last look decided (or failed), every candidate racing had :data:`MIN_ROUNDS`
+        rounds of its own, and none racing is still undecided against plain compile."""
         d = self.decision
         if d.get("failed"):
             return True
+        racing = {c.key() for c in self.racing}
         return (d.get("verdict") in ("compile", "stay_eager")
-                and all(self.done - self.joined[c.key()] >= self.first_look_after(c) for c in self.racing))
+                and all(self.done - self.joined[k] >= MIN_ROUNDS for k in racing)
+                and not racing & set(d.get("undecided_against_plain") or []))
 
     def promising(self) -> bool:
         """Whether another round is worth running now: the race is not settled, has rounds left, and
@@ -244,18 +302,11 @@ class Race:
         return (bool(self.racing) and not self.settled() and self.done < self.rounds
                 and not self.decision.get("cut_short") and (need is None or need <= self.rounds))
 
-    def first_look_after(self, config: CompileConfig) -> int:
-        """The rounds ``config`` runs before its first look: :data:`MIN_ROUNDS` for a candidate that
-        starts the race, one for a finalist that joins a race already past its first rounds where
-        rounds are paired. Its interval then rests on the race's pooled spread (eager and plain
-        compile's processes so far, the spread's degrees of freedom), not on its own processes
-        alone, and one paired round gives it :data:`PAIRED_PER_ROUND` samples and both of its cold
-        compiles (:data:`COLD_COMPILES`). A second round cost the README example's finalists 2-3
-        rounds of 11 processes after a verdict the opening had already decided (1.59x the old
-        command's time; looks fall at rounds 2, 3, 5: a finalist joining at 2 waited until 5)."""
-        joined = self.joined[config.key()]
-        paired_joiner = self.per_round >= COLD_COMPILES and joined >= MIN_ROUNDS
-        return 1 if paired_joiner else MIN_ROUNDS
+    def undecided_beyond_plain(self) -> int:
+        """Candidates beyond plain compile still racing whose comparison with it is open."""
+        open_ = set(self.decision.get("undecided_against_plain") or [])
+        return sum(1 for c in self.racing if c.key() != PLAIN_COMPILE.key()
+                   and (c.key() in open_ or self.done - self.joined[c.key()] < MIN_ROUNDS))
 
     def _round(self) -> None:
         r = self.done
@@ -289,10 +340,10 @@ class Race:
 
     def _look(self, final: bool) -> None:
         """Weigh every process so far at this look's confidence; hand the decision to ``on_look``."""
-        taken = stats.Looks((*(n for n in self.looks if n < self.done), self.done), self.rounds,
-                            final or self.done >= self.rounds)
-        decision: Decision = weigh(self.records, self.scoring, looks=taken, tie_margin=self.tie_margin,
-                                   slots=self.slots)
+        if not self.looked or self.looked[-1] != self.done:
+            self.looked.append(self.done)
+        taken = stats.Looks(tuple(self.looked), self.rounds, final or self.done >= self.rounds)
+        decision: Decision = weigh(self.records, self.scoring, looks=taken, tie_margin=self.tie_margin)
         decision["rounds_done"] = self.done
         decision["racing"] = [c.key() for c in self.racing]
         if self.walls:
@@ -316,3 +367,7 @@ class Race:
             return {**self.answer, "later_looks": f"{self.done - self.answer['rounds_done']} more round(s) did not "
                                                   f"decide ({later})"}
         return self.decision
+
+
+def _dropped_words(dropped: list[str]) -> str:
+    return f"; stopped measuring {'; '.join(dropped)}" if dropped else ""

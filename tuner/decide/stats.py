@@ -66,7 +66,7 @@ from typing import Literal
 
 import numpy as np
 
-from .looks import Looks, look_confidence, look_rounds  # noqa: F401 - the race's looks, where they are decided
+from .looks import Looks, arrival_share, look_confidence, look_rounds  # noqa: F401 - the race's looks, where they are decided
 from .student_t import _normal_quantile, t_quantile  # noqa: F401 - the quantiles every interval here takes
 
 #: The confidence every interval the tool states is taken at.
@@ -123,11 +123,49 @@ class ProcessModel:
         v = self._cov[i, i] + self._cov[j, j] - 2 * self._cov[i, j]
         return self.level[a] - self.level[b], self.sigma * math.sqrt(max(v, 0.0))
 
+    def contrast(self, a: str, b: str) -> Contrast:
+        """:meth:`log_ratio` with the model's degrees of freedom."""
+        d, se = self.log_ratio(a, b)
+        return Contrast(d, se, float(self.df))
+
     def speedup(self, eager: str, key: str, confidence: float = CONFIDENCE) -> Interval:
         """Eager's step over ``key``'s, with its t-interval at ``confidence``."""
-        d, se = self.log_ratio(eager, key)
-        half = t_quantile(0.5 + confidence / 2, self.df) * se if self.df >= 1 else math.inf
-        return Interval(math.exp(d), _exp(d - half), _exp(d + half), confidence)
+        return self.contrast(eager, key).speedup(confidence)
+
+
+@dataclass(frozen=True)
+class Contrast:
+    """The log of one mean step over another (``log(a / b)``: b's speedup over a), its standard
+    error and degrees of freedom. Contrasts from separate fits (each candidate's own paired model:
+    tuner/decide/evidence.py) are independent, and :meth:`minus` combines two of them with
+    Welch and Satterthwaite's degrees of freedom: a candidate against plain compile, each timed
+    beside eager in processes of its own, is ``log(eager / plain) - log(eager / candidate)``.
+
+    >>> c = Contrast(0.10, 0.01, 5.0).minus(Contrast(0.04, 0.01, 5.0))
+    >>> round(c.d, 2), round(c.se, 4), c.df
+    (0.06, 0.0141, 10.0)
+    """
+
+    d: float
+    se: float
+    df: float
+
+    def minus(self, other: Contrast) -> Contrast:
+        """This contrast less an independent ``other`` (``log(e/a) - log(e/b) = log(b/a)``)."""
+        parts = [(self.se ** 2, self.df), (other.se ** 2, other.df)]
+        var = sum(v for v, _ in parts)
+        if min(self.df, other.df) < 1:
+            df = 0.0
+        elif var <= 0:
+            df = min(self.df, other.df)
+        else:
+            df = var ** 2 / sum(v ** 2 / f for v, f in parts if v > 0)
+        return Contrast(self.d - other.d, math.sqrt(var), df)
+
+    def speedup(self, confidence: float = CONFIDENCE) -> Interval:
+        """``exp(d)`` with its t-interval at ``confidence`` (no interval below one degree of freedom)."""
+        half = t_quantile(0.5 + confidence / 2, self.df) * self.se if self.df >= 1 else math.inf
+        return Interval(math.exp(self.d), _exp(self.d - half), _exp(self.d + half), confidence)
 
 
 def _exp(x: float) -> float:
@@ -224,15 +262,23 @@ def saving(model: ProcessModel, base: str, key: str, steps: int, base_step_s: fl
     the MOVER method (Zou and Donner: each part's distance to its own bound, in quadrature), so
     the saving's interval lies above zero only where the speedup's lies above what the compile
     costs."""
-    d, se_d = model.log_ratio(base, key)
+    return saving_of(model.contrast(base, key), steps, base_step_s, base_step_se_log, cost, confidence, base_cost,
+                     base_df)
+
+
+def saving_of(contrast: Contrast, steps: int, base_step_s: float, base_step_se_log: float, cost: Cost,
+              confidence: float, base_cost: Cost | None = None, base_df: int = 1) -> Interval:
+    """:func:`saving` of a :class:`Contrast` (``log(base's step / key's step)``) measured in any
+    way: one model's, or the difference of two candidates' own (a finalist against plain compile)."""
+    d, se_d = contrast.d, contrast.se
     scale = steps * base_step_s
     compile_s = cost.compile_s - (base_cost.compile_s if base_cost else 0.0)
     gain = scale * (1 - math.exp(-d))
     est = gain - compile_s
-    if model.df < 1:
+    if contrast.df < 1:
         return Interval(est, -math.inf, math.inf, confidence)
     q = 0.5 + confidence / 2
-    t_d = t_quantile(q, model.df)
+    t_d = t_quantile(q, contrast.df)
     below = gain - scale * (1 - math.exp(-(d - t_d * se_d)))
     above = scale * (1 - math.exp(-(d + t_d * se_d))) - gain
     level = t_quantile(q, max(1, base_df)) * abs(gain) * base_step_se_log
