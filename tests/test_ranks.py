@@ -24,11 +24,11 @@ WORKLOADS = ROOT / "tests" / "workloads"
 
 
 def trial(tmp_path: Path, workload: str, config: CompileConfig, wrap: str = "ddp", fault: str | None = None,
-          **spec) -> dict:
-    """One trial on 2 ranks; ``fault``: what rank 1 of tests/workloads/rank_faults.py does."""
-    spec = TrialSpec(workload=str(WORKLOADS / workload), config=config.to_dict(), task="train", threads=1, nproc=2,
-                     data_parallel=wrap, measure_seconds=1.0, rounds=2, **spec)
-    env = {"RANK_FAULT": fault} if fault else None
+          nproc: int = 2, faulty: int = 1, **spec) -> dict:
+    """One trial on ``nproc`` ranks; ``fault``: what rank ``faulty`` of tests/workloads/rank_faults.py does."""
+    spec = TrialSpec(workload=str(WORKLOADS / workload), config=config.to_dict(), task="train", threads=1,
+                     nproc=nproc, data_parallel=wrap, measure_seconds=1.0, rounds=2, **spec)
+    env = {"RANK_FAULT": fault, "RANK_FAULT_RANK": str(faulty)} if fault else None
     return run_isolated(spec, timeout=240, work_dir=tmp_path / "work", env_extra=env)
 
 
@@ -43,6 +43,7 @@ def test_ddp_trial_is_scored_on_its_slowest_rank(tmp_path):
     assert result["speedup"] == pytest.approx(result["eager_step_s"] / result["step_s"])
     assert result["slowest_rank"] in (0, 1) and result["rank_spread"] >= 0
     assert "parameters identical on every rank" in result["correctness_check"]
+    assert "every rank's batch differs from the others' (SHA-256 of each)" in result["correctness_check"]
     assert not list((tmp_path / "work").glob("trial-*")), "the ranks' result files are cleaned up"
 
 
@@ -88,12 +89,50 @@ def test_a_killed_rank_is_named_and_the_group_stops(tmp_path):
     assert "rank 0 at stage compile" in result["failure"]["raw"]
 
 
-def test_ranks_that_drift_apart_fail_as_disagreeing(tmp_path):
+def test_a_rank_killed_while_its_peer_waits_in_an_all_reduce_is_the_cause(tmp_path):
+    """Rank 1 is killed while rank 0 waits for it in the second step's all-reduce: rank 0 loses
+    its peer within milliseconds and records it; the launcher finds both failed in one poll, dates
+    them to one second and names the lower rank its "Root Cause", rank 1 only under "Failures:"."""
+    result = trial(tmp_path, "rank_faults.py", CompileConfig(backend="aot_eager"), fault="kill_in_allreduce")
+    assert result["status"] == "failed"
+    assert result["failed_rank"] == 1, (result["failure"], result.get("log_tail"))
+    assert result["failure"]["raw"].startswith("rank 1 was killed by SIGKILL"), result["failure"]
+    lost = [c for c in result["consequences"] if c["rank"] == 0]
+    assert lost and "Connection closed by peer" in lost[0]["raw"], ("rank 0 waited in the all-reduce and lost "
+                                                                   "its peer", result["consequences"])
+
+
+def test_an_inductor_timeout_in_a_rank_is_not_a_hang(tmp_path):
+    """Rank 1 raises the ``TimeoutError`` inductor's autotuning raises; no collective timed out."""
+    result = trial(tmp_path, "rank_faults.py", CompileConfig(backend="aot_eager"), fault="autotune_timeout")
+    assert result["status"] == "failed"
+    assert result["failed_rank"] == 1, result["failure"]
+    assert result["failure"]["category"] != "rank_hang", result["failure"]
+    fail = result["failure"]
+    assert fail["raw"].startswith("rank 1: TimeoutError: Timeout in autotune subprocess"), fail
+    assert "never joined" not in result["failure"]["raw"]
+
+
+def test_two_ranks_that_drift_apart_are_both_named(tmp_path):
+    """Two models, one rank each: nothing tells which rank drifted."""
     result = trial(tmp_path, "rank_faults.py", CompileConfig(backend="aot_eager"), fault="drift")
     assert result["status"] == "failed"
-    assert result["failure"]["category"] == "ranks_disagree" and result["failed_rank"] == 1
-    assert "rank 1's parameters differ from rank 0's after 3 steps" in result["failure"]["raw"]
+    assert result["failure"]["category"] == "ranks_disagree", result["failure"]
+    assert "ranks 0 and 1's parameters differ from each other (no model is held by more ranks than another) after " \
+           "3 steps" in result["failure"]["raw"], result["failure"]
     assert "lin.bias" in result["failure"]["raw"]
+
+
+def test_the_rank_that_drifts_from_the_others_is_named_even_rank_0(tmp_path):
+    """Three ranks, rank 0 the one that drifts: ranks 1 and 2 hold the model most ranks hold."""
+    result = trial(tmp_path, "rank_faults.py", CompileConfig(backend="aot_eager"), fault="drift", nproc=3, faulty=0)
+    assert result["status"] == "failed"
+    fail = result["failure"]
+    assert fail["category"] == "ranks_disagree" and result["failed_rank"] == 0, fail
+    assert fail["raw"].startswith("rank 0's parameters differ from those of ranks 1 and 2 (held by the most ranks) "
+                                  "after 3 steps on each rank's own data: rank 0 differs from rank 1 in 1 of 2 "
+                                  "parameters (SHA-256 of each), first lin.bias"), fail["raw"]
+    assert not result.get("consequences"), "ranks 1 and 2 agree: neither is blamed"
 
 
 def test_a_rank_whose_gradients_are_not_all_reduced_fails_as_disagreeing(tmp_path):
@@ -101,11 +140,12 @@ def test_a_rank_whose_gradients_are_not_all_reduced_fails_as_disagreeing(tmp_pat
     on both ranks the gradients agree anyway; each rank checks on its own data, so they part."""
     result = trial(tmp_path, "rank_faults.py", CompileConfig(backend="aot_eager"), fault="unsynced")
     assert result["status"] == "failed", "the ranks' models parted, and the check saw it"
-    assert result["failed_rank"] == 1, "the rank whose parameters are not rank 0's"
     fail = result["failure"]
     assert fail["category"] == "ranks_disagree", fail
-    assert "rank 1's parameters differ from rank 0's after 3 steps on each rank's own data" in fail["raw"], fail
-    assert "rank 1 in 2 of 2 parameters (SHA-256 of each), first lin.weight" in fail["raw"], fail
+    assert "ranks 0 and 1's parameters differ from each other (no model is held by more ranks than another) after " \
+           "3 steps on each rank's own data" in fail["raw"], fail
+    assert "rank 1 differs from rank 0 in 2 of 2 parameters (SHA-256 of each), first lin.weight" in fail["raw"], fail
+    assert "every rank's batch differs" in result["correctness_check"], "the check saw the ranks' batches differ"
 
 
 def test_the_rank_that_failed_first_is_named_not_the_lowest_rank_that_failed(tmp_path):
@@ -342,13 +382,122 @@ def test_nccls_watchdog_aborting_a_waiting_rank_reads_as_a_hang_not_a_crash():
 
 
 def test_a_rank_that_records_nccls_timeout_itself_records_a_hang():
+    import torch.distributed as dist
+
     from tuner.ranks.rank import hang_failure
 
     spec = TrialSpec(workload="model.py", config={}, collective_timeout_s=60)
-    hang = hang_failure("DistBackendError: [Rank 0] Watchdog caught collective operation timeout: "
-                        "WorkNCCL(SeqNum=7, OpType=ALLREDUCE)", spec, "timing")
-    assert hang is not None and hang.category == "rank_hang"
-    assert hang_failure("RuntimeError: mat1 and mat2 shapes cannot be multiplied", spec, "timing") is None
+    nccl = dist.DistBackendError("[PG ID 0 PG GUID 0(default_pg) Rank 0] Watchdog caught collective operation "
+                                 "timeout: WorkNCCL(SeqNum=7, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, "
+                                 "Timeout(ms)=60000) ran for 60012 milliseconds before timing out.")
+    gloo = RuntimeError("[/pytorch/third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:78] Timed out waiting "
+                        "60000ms for recv operation to complete")
+    for timed_out in (nccl, gloo):
+        hang = hang_failure(timed_out, spec, "timing")
+        assert hang is not None and hang.category == "rank_hang", timed_out
+    try:  # as Dynamo re-raises an error of the code it ran: the collective's timeout is the cause
+        raise RuntimeError("backend='inductor' raised an error") from gloo
+    except RuntimeError as wrapped:
+        assert hang_failure(wrapped, spec, "compile") is not None
+    not_hangs = [TimeoutError("Timeout in autotune subprocess 4242"),  # inductor's autotuning
+                 dist.DistBackendError("NCCL communicator was aborted on rank 0."),
+                 RuntimeError("DistBackendError: watchdog thread exited, timeout unknown"),
+                 RuntimeError("mat1 and mat2 shapes cannot be multiplied")]
+    for other in not_hangs:
+        assert hang_failure(other, spec, "timing") is None, other
+
+
+def test_a_hang_names_the_rank_whose_last_collective_is_the_earliest():
+    """Ranks 0 and 2 timed out in the collective they had started (their 41st); rank 1 timed out in
+    none, busy elsewhere: it is the one they waited for, not rank 2 beside them."""
+    from tuner.ranks.group import merge
+
+    def hung(r: int) -> dict:
+        return {"status": "failed", "stage": "timing", "collectives": 41, "failed_at": 100.0 + r,
+                "failure": {"category": "rank_hang", "explanation": "", "hint": "",
+                            "raw": f"rank {r} waited 5 s in a collective during stage timing for a rank that never "
+                                   "joined it: RuntimeError: Timed out waiting 5000ms for recv operation to complete"}}
+
+    merged = merge([hung(0), {"status": "running", "stage": "compile"}, hung(2)], 1, "")
+    assert merged["failed_rank"] == 0
+    assert merged["failure"]["raw"].startswith("rank 0 waited 5 s in a collective during stage timing for rank 1 (at "
+                                               "stage compile), which never joined it"), merged["failure"]["raw"]
+    behind = [hung(0), {**hung(1), "collectives": 40}, hung(2)]
+    assert "for rank 1 (at stage timing), which" in merge(behind, 1, "")["failure"]["raw"], "a collective behind"
+
+
+def test_a_killed_rank_listed_only_under_failures_is_the_cause():
+    """The launcher's summary as torch 2.13 writes it when rank 1 was killed and rank 0 lost it in
+    the same 0.1 s poll: both dated one second, rank 0 its Root Cause."""
+    from tuner.ranks.group import launcher_failures, merge
+
+    log = """torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
+============================================================
+tuner.ranks.main FAILED
+------------------------------------------------------------
+Failures:
+[1]:
+  time      : 2026-12-06_23:58:11
+  host      : localhost
+  rank      : 1 (local_rank: 1)
+  exitcode  : -9 (pid: 4170)  (SIGKILL)
+  error_file: <N/A>
+  traceback : Signal 9 (SIGKILL) received by PID 4170
+------------------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  time      : 2026-12-06_23:58:11
+  host      : localhost
+  rank      : 0 (local_rank: 0)
+  exitcode  : 1 (pid: 4169)
+  error_file: <N/A>
+  traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html
+============================================================
+"""
+    assert [(r, code) for r, code, _ in launcher_failures(log)] == [(0, 1), (1, -9)], "Root Cause first"
+    when = launcher_failures(log)[1][2]
+    lost_peer = {"category": "unknown", "explanation": "", "hint": "",
+                 "raw": "RuntimeError: [gloo/transport/tcp/pair.cc:553] Connection closed by peer [127.0.0.1]:62615"}
+    for recorded_at in (when + 0.3, when - 0.05):  # the launcher's second started just after, or before
+        ranks = [{"status": "failed", "stage": "timing", "failure": lost_peer, "failed_at": recorded_at},
+                 {"status": "running", "stage": "timing"}]
+        merged = merge(ranks, 1, log)
+        assert merged["failed_rank"] == 1, merged["failure"]
+        assert merged["failure"]["raw"].startswith("rank 1 was killed by SIGKILL, likely by the out-of-memory killer; "
+                                                   "then, as a consequence: rank 0: RuntimeError: [gloo/transport/tcp/"
+                                                   "pair.cc:553] Connection closed"), merged["failure"]
+
+
+def test_nccls_watchdog_far_before_the_logs_tail_still_reads_as_a_hang(tmp_path):
+    """NCCL dumps its debug information for a minute before it aborts the rank: the watchdog's line
+    is megabytes before the launcher's summary."""
+    from tuner.isolation.isolated import log_tail
+    from tuner.ranks.group import hang_lines, merge
+
+    head, _, summary = NCCL_TIMEOUT_LOG.partition("terminate called")
+    path = tmp_path / "trial.log"
+    with open(path, "w") as log:
+        log.write(head)
+        for i in range(60_000):  # 6 MB of NCCL's dump
+            log.write(f"[rank1]:[I1204 16:37:{i % 60:02d}] NCCL INFO comm 0x5f3c rank 1 nRanks 2 dump line {i}\n")
+        log.write("terminate called" + summary)
+    tail = log_tail(path, 20000)
+    assert "Root Cause" in tail and "Watchdog caught" not in tail, "the watchdog's line scrolled out of the tail"
+    lines = hang_lines(path)
+    assert lines.startswith("[rank1]:[E1204 16:36:57.191988218 ProcessGroupNCCL.cpp:689] [Rank 1] Watchdog caught")
+    assert hang_lines(tmp_path / "missing.log") == ""
+    merged = merge([{"status": "running", "stage": "timing"}] * 2, 1, lines + tail)
+    assert merged["failure"]["category"] == "rank_hang", merged["failure"]
+    assert merge([{"status": "running", "stage": "timing"}] * 2, 1, tail)["failure"]["category"] == "crashed"
+
+
+def test_ranks_that_got_the_same_batch_are_said_not_to_show_ddps_sync(tmp_path):
+    """Inputs that are one value throughout reach every rank alike, shuffled or not: the check
+    passes, and says it could not see DDP keep the ranks one."""
+    result = trial(tmp_path, "uniform_batch.py", CompileConfig(backend="aot_eager"))
+    assert result["status"] == "ok", result.get("failure")
+    assert "but ranks 0 and 1 got the same batch" in result["correctness_check"], result["correctness_check"]
+    assert "every rank's batch differs" not in result["correctness_check"]
 
 
 def test_each_rank_checks_on_its_own_shuffle_of_the_inputs():

@@ -24,8 +24,8 @@ from ..core.shapes import merge_check_parts
 from ..core.spec import TrialSpec, rank_path
 from ..ranks.board import Board
 from ..ranks.board import board as rank_board
+from ..ranks.group import hang_lines, read_ranks
 from ..ranks.group import merge as merge_ranks
-from ..ranks.group import read_ranks
 from ..ranks.group import start as start_ranks
 from ..system.interrupts import interruptible
 from ..system.launch import python_command
@@ -118,7 +118,8 @@ class Running:
                 where += (f"; no rank started: {self.board.joined()} of the {self.board.nnodes - 1} other machine(s) "
                           f"on the board, each must run `compile-tune node --rdzv-endpoint {self.board.endpoint}`")
             return {**ranks[0], "status": "running", "stage": where}
-        return merge_ranks(ranks, self.proc.returncode, log_tail(self.log_path, 20000) + "\n" + self.remote_log)
+        log = hang_lines(self.log_path) + log_tail(self.log_path, 20000) + "\n" + self.remote_log
+        return merge_ranks(ranks, self.proc.returncode, log)
 
     @property
     def trial_id(self) -> str:
@@ -301,9 +302,15 @@ def _death(returncode: int | None, result: dict, log_path: Path):
     return failure("crashed", f"exit code {returncode} during {stage}: {tail[-300:]}")
 
 
+#: How much of a log's end :func:`log_tail` reads: a log can reach gigabytes (NCCL's debug dumps).
+_TAIL_BYTES = 4 << 20
+
+
 def log_tail(path: Path, chars: int = 2000) -> str:
     try:
-        text = path.read_text(errors="replace")
+        with open(path, "rb") as log:
+            log.seek(max(0, log.seek(0, os.SEEK_END) - max(_TAIL_BYTES, 4 * chars)))
+            text = log.read().decode(errors="replace")
     except OSError:
         return ""
     # Dynamo's verbose graph-break/recompile lines are in the result already; keep the rest.

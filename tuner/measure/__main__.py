@@ -33,9 +33,10 @@ def main(argv: list[str]) -> int:
     return 0
 
 
-def measure(spec: TrialSpec, rec: Recorder, before=None) -> bool:
+def measure(spec: TrialSpec, rec: Recorder, before=None, classify=classify_exception) -> bool:
     """Run ``spec`` in this process, its figures (or its failure) into ``rec``; True when it ran.
-    ``before``: what to do once torch is imported and the threads are set (a rank joins its group)."""
+    ``before``: what to do once torch is imported and the threads are set (a rank joins its group);
+    ``classify``: the failure an exception is (a rank reads a collective's timeout as a hang)."""
     start = time.perf_counter()
     try:
         import torch
@@ -51,7 +52,7 @@ def measure(spec: TrialSpec, rec: Recorder, before=None) -> bool:
         _run_mode(spec, rec)
         return True
     except BaseException as exc:  # the trial's failure is data for the parent
-        fail = classify_exception(exc)
+        fail = classify(exc)
         rec.data["traceback"] = traceback.format_exc()[-4000:]
         rec.update(status="failed", failure=fail.to_dict())
         return False

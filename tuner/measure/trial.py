@@ -156,7 +156,7 @@ def _correct(step: Step, saved, config: CompileConfig, mix, stochastic: bool, sp
     rec.update(correct=problem is None, correctness_error=problem, correctness_check=how,
                compiled_output_dtypes=dtypes, correctness_s=round(time.perf_counter() - began, 3))
     if problem:
-        category = "ranks_disagree" if "parameters differ from rank 0's" in problem else "wrong_results"
+        category = "ranks_disagree" if "parameters differ from" in problem else "wrong_results"
         rec.update(status="failed", failure=failure(category, problem).to_dict())
     return problem is None
 

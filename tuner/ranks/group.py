@@ -88,9 +88,9 @@ def _recorded(ranks: list[dict[str, Any]]) -> list[_Failed]:
         if r.get("status") != "failed" or not r.get("failure"):
             continue
         fail = dict(r["failure"])
-        if fail["category"] == "rank_hang":  # name the ranks it waited for, and where they were
-            fail["raw"] = fail["raw"].replace("for a rank that never joined it",
-                                              f"for {_others(ranks, i)}, which never joined it")
+        if fail["category"] == "rank_hang":  # name the rank it waited for, and where it was
+            fail["raw"] = fail["raw"].replace("for a rank that never joined it", f"for {_behind(ranks, i)}, "
+                                              f"which never joined it")
         if not fail["raw"].startswith("rank "):
             fail["raw"] = f"rank {i}: {fail['raw']}"
         at = r.get("failed_at")
@@ -99,14 +99,18 @@ def _recorded(ranks: list[dict[str, Any]]) -> list[_Failed]:
 
 
 def _deaths(ranks: list[dict[str, Any]], log_text: str) -> list[_Failed]:
-    """The ranks a launcher (this machine's or another's, whose log came from the board) saw die
-    first before they recorded anything: killed by a signal (the out-of-memory killer's SIGKILL,
-    NCCL's watchdog's SIGABRT), or exited. The launcher reads its clock in whole seconds, a little
-    after the death: such a death counts from a second before (and first, without a time). SIGTERM
-    is how a launcher stops its ranks once another failed (another machine's, across machines):
-    a rank stopped so counts last."""
+    """The ranks a launcher (this machine's or another's, whose log came from the board) saw fail
+    before they recorded anything: killed by a signal (the out-of-memory killer's SIGKILL, NCCL's
+    watchdog's SIGABRT), or exited. Every rank in its summary counts, not only its Root Cause: the
+    launcher dates every failure it finds in one poll to the same whole second and then names the
+    lowest rank, so a rank 0 that lost its peer a few milliseconds after rank 1 was killed is named
+    the root cause, and rank 1 is listed only under "Failures:". The launcher reads its clock a
+    little after the death, so a death counts from a second before (and first, without a time):
+    ahead of the peers' reactions to it, which each peer recorded itself, later. SIGTERM is how a
+    launcher stops its ranks once another failed (another machine's, across machines): a rank
+    stopped so counts last."""
     out, seen = [], set()
-    for rank, code, when in root_causes(log_text):
+    for rank, code, when in launcher_failures(log_text):
         if code == 0 or rank >= len(ranks) or rank in seen or ranks[rank].get("status") == "failed":
             continue
         seen.add(rank)
@@ -114,6 +118,27 @@ def _deaths(ranks: list[dict[str, Any]], log_text: str) -> list[_Failed]:
         at = math.inf if code == -signal.SIGTERM else when - 1 if when is not None else -math.inf
         out.append(_Failed(rank, at, died.to_dict()))
     return out
+
+
+def _behind(ranks: list[dict[str, Any]], rank: int) -> str:
+    """The ranks that rank ``rank``, timed out in a collective, waited for: those whose last
+    finished collective is the earliest (``collectives``: how many each had started when it timed
+    out, tuner/ranks/rank.py). A rank that timed out in no collective was busy elsewhere, before
+    the one the others wait in: it is the furthest behind. A rank at the same count waited in the
+    same collective, for someone else."""
+    def started(r: dict[str, Any]) -> float:
+        if r.get("status") == "ok":
+            return math.inf
+        count = r.get("collectives") if r.get("failure", {}).get("category") == "rank_hang" else None
+        return -math.inf if count is None else float(count)
+
+    mine = started(ranks[rank])
+    behind = [j for j, r in enumerate(ranks) if j != rank and started(r) < mine]
+    if not behind:
+        return _others(ranks, rank)
+    earliest = min(started(ranks[j]) for j in behind)
+    return " and ".join(f"rank {j} (at stage {ranks[j].get('stage', 'startup')})" for j in behind
+                        if started(ranks[j]) == earliest)
 
 
 def _others(ranks: list[dict[str, Any]], rank: int) -> str:
@@ -164,6 +189,26 @@ def nccl_watchdog(log_text: str, rank: int) -> str | None:
     return None
 
 
+def hang_lines(path: Path, keep: int = 20) -> str:
+    """The lines of the log file at ``path`` in which NCCL's watchdog timed out a collective (see
+    :func:`nccl_watchdog`), found anywhere in it: NCCL dumps its debug information for about a
+    minute before it aborts a rank, on every rank, so the watchdog's line scrolls far out of the
+    log's tail. Read a bounded piece at a time (a log can reach gigabytes, a line megabytes); the
+    first ``keep`` such lines, each cut at 1000 characters, or "" for none or no file."""
+    found: list[str] = []
+    try:
+        with open(path, "rb") as log:
+            for piece in iter(lambda: log.readline(1 << 16), b""):
+                if (b"atchdog" in piece or b"NCCL timeout" in piece) and _NCCL_WATCHDOG.search(
+                        line := piece.decode(errors="replace")):
+                    found.append(line.strip()[:1000])
+                    if len(found) >= keep:
+                        break
+    except OSError:
+        return ""
+    return "".join(f"{line}\n" for line in found)
+
+
 def _slowest(ranks: list[dict[str, Any]]) -> dict[str, Any]:
     slowest = max(range(len(ranks)), key=lambda i: float(ranks[i].get("step_s") or 0.0))
     result = dict(ranks[slowest])
@@ -185,21 +230,39 @@ def _per_rank(ranks: list[dict[str, Any]]) -> list[dict[str, Any]]:
              **{k: r[k] for k in PER_RANK if r.get(k) is not None}} for i, r in enumerate(ranks)]
 
 
-def root_causes(log_text: str) -> list[tuple[int, int, float | None]]:
-    """``(rank, exit code, when)`` of the rank each launcher saw fail first: the "Root Cause" section
-    of its summary (torch/distributed/elastic/multiprocessing/errors, ``ChildFailedError``), one per
-    machine's launcher. ``when`` is its "time" line (seconds since the epoch, whole seconds, the
-    launcher's local time), or None. The launcher dates failures it sees in one poll alike and then
-    names the lowest rank: a rank's own ``failed_at`` is the better witness where there is one."""
-    found = []
-    for section in log_text.split("Root Cause")[1:]:
-        section = section[:2000]
-        rank = re.search(r"^\s*rank\s*:\s*(\d+)", section, re.M)
-        code = re.search(r"^\s*exitcode\s*:\s*(-?\d+)", section, re.M)
-        if rank and code:
-            when = re.search(r"^\s*time\s*:\s*(\S+)", section, re.M)
-            found.append((int(rank.group(1)), int(code.group(1)), _launcher_time(when.group(1)) if when else None))
-    return found
+#: A section of the elastic launcher's summary (torch/distributed/elastic/multiprocessing/errors,
+#: ``ChildFailedError``): "Failures:" lists every failed rank but one, "Root Cause" that one; each
+#: ends at a line of "-" or "=", and holds one block per rank, each opened by a line "[N]:".
+_SECTION = re.compile(r"^(Failures|Root Cause[^\n]*):[ \t]*$", re.M)
+_SECTION_END = re.compile(r"^[=-]{10,}[ \t]*$", re.M)
+_BLOCK = re.compile(r"^\[\d+\]:[ \t]*$", re.M)
+
+
+def launcher_failures(log_text: str) -> list[tuple[int, int, float | None]]:
+    """``(rank, exit code, when)`` of every rank in every launcher's summary (one per machine),
+    each launcher's Root Cause first. ``when`` is its "time" line (seconds since the epoch, whole
+    seconds, the launcher's local time), or None. The launcher dates the failures it finds in one
+    poll alike and names the lowest of them its root cause: a rank's own ``failed_at`` is the
+    better witness where there is one."""
+    roots: list[tuple[int, int, float | None]] = []
+    others: list[tuple[int, int, float | None]] = []
+    parts = _SECTION.split(log_text)
+    for name, body in zip(parts[1::2], parts[2::2]):
+        end = _SECTION_END.search(body)
+        for block in _BLOCK.split(body[:end.start()] if end else body)[1:]:
+            found = _block_failure(block)
+            if found is not None:
+                (others if name == "Failures" else roots).append(found)
+    return roots + others
+
+
+def _block_failure(block: str) -> tuple[int, int, float | None] | None:
+    rank = re.search(r"^\s*rank\s*:\s*(\d+)", block, re.M)
+    code = re.search(r"^\s*exitcode\s*:\s*(-?\d+)", block, re.M)
+    if not (rank and code):
+        return None
+    when = re.search(r"^\s*time\s*:\s*(\S+)", block, re.M)
+    return int(rank.group(1)), int(code.group(1)), _launcher_time(when.group(1)) if when else None
 
 
 def _launcher_time(text: str) -> float | None:
@@ -211,8 +274,8 @@ def _launcher_time(text: str) -> float | None:
 
 
 def died_first(log_text: str) -> tuple[int | None, int | None]:
-    """``(rank, exit code)`` of the rank the launcher saw fail first, from its summary."""
-    found = root_causes(log_text)
+    """``(rank, exit code)`` of the rank the launcher named its root cause, from its summary."""
+    found = launcher_failures(log_text)
     return (found[0][0], found[0][1]) if found else (None, None)
 
 

@@ -23,7 +23,8 @@ from ..measure.__main__ import measure
 from ..measure.trial import Recorder
 from ..runtime.parallel_wrap import local_rank
 from ..system.launch import die_with_parent, python_command
-from .rank import hang_failure, join_group, rank
+from ..user.diagnose import classify_exception
+from .rank import collectives_started, hang_failure, join_group, rank
 
 #: The launcher's process id, for its ranks.
 AGENT_ENV = "COMPILE_TUNE_RANK_AGENT_PID"
@@ -98,16 +99,23 @@ def _rank_main(argv: list[str]) -> None:
     rec.update(rank=rank())
     if spec.rank_cache == "own":  # read by inductor once it compiles, after this
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(os.environ["TORCHINDUCTOR_CACHE_DIR"], f"rank{rank()}")
-    ok = measure(spec, rec, before=lambda: join_group(spec))
-    if not ok:
-        hang = hang_failure(rec.data.get("failure", {}).get("raw", ""), spec, rec.data.get("stage", "startup"))
-        if hang:
-            rec.update(failure=hang.to_dict())
+    ok = measure(spec, rec, before=lambda: join_group(spec), classify=lambda exc: _classify(exc, spec, rec))
     sys.stdout.flush()
     sys.stderr.flush()
     # No teardown: the process group's destructor would wait on ranks that may be gone. A failed
     # rank exits non-zero, so the launcher stops the others.
     os._exit(0 if ok and rec.data.get("status") == "ok" else 1)
+
+
+def _classify(exc: BaseException, spec: TrialSpec, rec: RankRecorder):
+    """A rank's failure: a collective that timed out is a hang, with how many collectives this rank
+    had started (the tuner names the rank that was behind: tuner/ranks/group.py); anything else as
+    in one process."""
+    hang = hang_failure(exc, spec, rec.data.get("stage", "startup"))
+    if hang is None:
+        return classify_exception(exc)
+    rec.data["collectives"] = collectives_started()
+    return hang
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ from ..core.errors import TunerError
 from ..core.spec import BOARD_ENV, TRIAL_ENV, TrialSpec
 from ..isolation.isolated import kill_group, log_tail, trial_env
 from .board import board_address, connect
-from .group import start
+from .group import hang_lines, start
 
 
 def follow(endpoint: str, work_dir: Path, wait_s: float = 600.0, log: Callable[[str], None] = print) -> int:
@@ -79,7 +79,8 @@ def _run(store, job: dict, node: int, endpoint: str, work_dir: Path, log: Callab
             time.sleep(0.2)
     finally:
         kill_group(proc)
-        store.set(ended, json.dumps({"returncode": proc.returncode, "log": log_tail(log_path, 20000)}))
+        log_text = hang_lines(log_path) + log_tail(log_path, 20000)  # the watchdog's lines from anywhere in it
+        store.set(ended, json.dumps({"returncode": proc.returncode, "log": log_text}))
         for path in work_dir.glob(f"{trial}*"):
             path.unlink(missing_ok=True)
         shutil.rmtree(cache, ignore_errors=True)
