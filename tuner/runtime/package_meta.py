@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import struct
 import subprocess
 import zipfile
 from pathlib import Path
@@ -292,23 +293,38 @@ def _digests(path: Path) -> tuple[dict[str, str], dict[str, str], dict[str, str 
     return members, weights, needs
 
 
+def _member(archive: zipfile.ZipFile, raw, info: zipfile.ZipInfo) -> bytes:
+    """A member's bytes as stored. AOTInductor stores its files uncompressed and its loader ignores
+    their CRCs, so bytes changed in place load; they are read here as it reads them, for the digest
+    to say what changed (zipfile would stop at the CRC)."""
+    if info.compress_type != zipfile.ZIP_STORED:
+        try:
+            return archive.read(info)
+        except zipfile.BadZipFile:
+            return b""
+    raw.seek(info.header_offset + 26)
+    name_len, extra_len = struct.unpack("<HH", raw.read(4))
+    raw.seek(info.header_offset + 30 + name_len + extra_len)
+    return raw.read(info.compress_size)
+
+
 def verify(path: Path, meta: dict[str, Any]) -> None:
     """Refuse, in one line, a package whose weights, shared object or any other file differ from
     the digests its record holds, or whose archive differs from the digest beside it. A record
     without digests (schema 1) is not checked."""
     digests = meta.get("digests") or {}
     if digests:
-        with zipfile.ZipFile(path) as archive:
-            names = set(archive.namelist())
+        with zipfile.ZipFile(path) as archive, open(path, "rb") as raw:
+            infos = {info.filename: info for info in archive.infolist()}
             for name, want in (digests.get("weights") or {}).items():
-                data = archive.read(name) if name in names else b""
+                data = _member(archive, raw, infos[name]) if name in infos else b""
                 span = toolchain.weights_span(data) if data else None
                 got = hashlib.sha256(data[span[0]:span[1]]).hexdigest() if span else None
                 if got != want:
                     raise ConfigError(f"{path}: its weights (in {Path(name).name}) are not the ones it was built with: "
                                       f"sha256 {str(got)[:16]}, its record says {want[:16]}", _COPY_AGAIN)
             for name, want in (digests.get("members") or {}).items():
-                got = hashlib.sha256(archive.read(name)).hexdigest() if name in names else None
+                got = hashlib.sha256(_member(archive, raw, infos[name])).hexdigest() if name in infos else None
                 if got != want:
                     what = "shared object" if name.endswith(".so") else "file"
                     state = "missing" if got is None else "altered"
