@@ -172,7 +172,8 @@ def toolchain_failure(exc: BaseException, target: dict[str, Any]) -> dict[str, A
     (no config is to blame, and the next would fail alike); None otherwise."""
     from torch._inductor.exc import CppCompileError, InvalidCxxCompiler
 
-    seen, chain = set(), exc
+    seen: set[int] = set()
+    chain: BaseException | None = exc
     while chain is not None and id(chain) not in seen:
         seen.add(id(chain))
         if isinstance(chain, InvalidCxxCompiler) or (

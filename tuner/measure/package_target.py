@@ -55,9 +55,9 @@ def _forget_isa_choice(cpu_vec_isa) -> None:
     cpu_vec_isa.valid_vec_isa_list.cache_clear()
     for isa in cpu_vec_isa.supported_vec_isa_list:
         for cls in type(isa).__mro__:
-            cached = cls.__dict__.get("__bool__")
-            if hasattr(cached, "cache_clear"):
-                cached.cache_clear()
+            clear = getattr(cls.__dict__.get("__bool__"), "cache_clear", None)
+            if clear is not None:
+                clear()
         for extra in ("_is_avx512_bf16_supported", "_is_amx_fp16_supported"):
             isa.__dict__.pop(extra, None)
 

@@ -276,7 +276,9 @@ def seal(path: Path, extra: dict[str, Any], compiler: str) -> dict[str, Any]:
 def _digests(path: Path) -> tuple[dict[str, str], dict[str, str], dict[str, str | None]]:
     """sha256 of each member but the metadata, of the weights in each shared object, and the
     newest glibc/libstdc++ versions the shared objects need."""
-    members, weights, needs = {}, {}, {"glibc": None, "glibcxx": None}
+    members: dict[str, str] = {}
+    weights: dict[str, str] = {}
+    needs: dict[str, str | None] = {"glibc": None, "glibcxx": None}
     with zipfile.ZipFile(path) as archive:
         for name in archive.namelist():
             if name.endswith("_metadata.json"):
