@@ -244,7 +244,11 @@ def test_load_package_refuses_wrong_inputs_by_name_and_swaps_weights(served_pack
     # a package built before its CPU flags were recorded: only its vector class is checked
     (lambda meta: {k: v for k, v in meta.items() if k != "cpu"} | {"cpu_isa": "vec_from_the_future"},
      "built for CPUs with vec_from_the_future vector instructions"),
-], ids=["torch", "cpu_flags", "old_vector_class"])
+    # a package whose code needs a newer libstdc++ than this process loads
+    (lambda meta: {**meta, "toolchain": {**meta["toolchain"], "needs": {**meta["toolchain"]["needs"],
+                                                                        "glibcxx": "3.4.99"}}},
+     "its code needs libstdc++ with GLIBCXX_3.4.99; this process's ("),
+], ids=["torch", "cpu_flags", "old_vector_class", "libstdcxx"])
 def test_a_package_built_for_another_torch_or_cpu_is_refused_in_one_line(served_package, tmp_path, change, said):
     import tuner
 
@@ -252,6 +256,95 @@ def test_a_package_built_for_another_torch_or_cpu_is_refused_in_one_line(served_
     with pytest.raises(ConfigError) as got:
         tuner.load_package(altered(path, tmp_path / "model.pt2", change))
     assert said in str(got.value) and "\n" not in str(got.value)
+
+
+@pytest.mark.slow
+def test_a_packages_record_carries_its_schema_digests_toolchain_and_source(served_package):
+    import subprocess
+
+    from tuner.runtime.package_meta import SCHEMA, sha256_file
+    from tuner.runtime.toolchain import libstdcxx_here, newer
+
+    path, built, _ = served_package
+    meta = read_metadata(path)
+    assert meta["schema"] == SCHEMA and meta["target_verified"] is True and built["target_verified"] is True
+    so = [n for n in meta["digests"]["members"] if n.endswith(".so")]
+    assert len(so) == 1 and list(meta["digests"]["weights"]) == so
+    needs = meta["toolchain"]["needs"]
+    assert needs["glibcxx"] and needs["glibc"] and not newer(needs["glibcxx"], libstdcxx_here()[1] or "0")
+    assert meta["toolchain"]["compiler"]["version"] and Path(meta["toolchain"]["compiler"]["path"]).exists()
+    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    assert meta["source"]["commit"] == head and meta["source"]["best_config_sha256"] is None  # built without one
+    # the archive's own digest beside it, as sha256sum writes it
+    assert (path.parent / "model.pt2.sha256").read_text() == f"{sha256_file(path)}  model.pt2\n"
+    assert built["archive_sha256"] == sha256_file(path)
+
+
+def flipped_weights(path: Path, to: Path) -> Path:
+    """A copy of the package with 64 bytes in the middle of its weights inverted in place, as a
+    damaged or tampered copy has them (the zip's CRC left as it was: AOTInductor's loader ignores it)."""
+    import shutil
+    import struct
+
+    from tuner.runtime.toolchain import weights_span
+
+    shutil.copy(path, to)
+    with zipfile.ZipFile(to) as archive:
+        info = next(i for i in archive.infolist() if i.filename.endswith(".so"))
+        start, end = weights_span(archive.read(info))
+    assert info.compress_type == zipfile.ZIP_STORED and end - start > 64
+    with open(to, "r+b") as f:
+        f.seek(info.header_offset + 26)
+        name_len, extra_len = struct.unpack("<HH", f.read(4))
+        at = info.header_offset + 30 + name_len + extra_len + (start + end) // 2 - 32
+        f.seek(at)
+        chunk = f.read(64)
+        f.seek(at)
+        f.write(bytes(b ^ 0xFF for b in chunk))
+    return to
+
+
+@pytest.mark.slow
+def test_a_copy_whose_weights_were_altered_is_refused_in_one_line_in_a_fresh_process(served_package, tmp_path):
+    import subprocess
+    import sys
+
+    path, _, _ = served_package
+    copy = flipped_weights(path, tmp_path / "model.pt2")
+    code = ("import sys, tuner\nfrom tuner.core.errors import ConfigError\ntry:\n    tuner.load_package(sys.argv[1])\n"
+            "except ConfigError as exc:\n    print(exc.message)\n    sys.exit(2)\nprint('loaded')\n")
+    proc = subprocess.run([sys.executable, "-c", code, str(copy)], capture_output=True, text=True, timeout=300,
+                          env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    (line,) = proc.stdout.splitlines()
+    assert line.startswith(f"{copy}: its weights (in ") and "are not the ones it was built with: sha256 " in line
+    # the original still loads: the check refuses the copy, not every package
+    proc = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=300,
+                          env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
+    assert proc.stdout.strip() == "loaded", proc.stdout + proc.stderr
+
+
+@pytest.mark.slow
+def test_a_compiler_error_stops_the_fallback_and_names_the_compiler_not_the_config(tmp_path, workloads, monkeypatch):
+    """The build process itself, with CXX a gcc 10 (the up-front check of `compile-tune package`
+    bypassed): one config tried, the failure the compiler's, no other config blamed."""
+    from test_package_target import fake_gcc10
+
+    from tuner.isolation.forkserver import SWITCH_ENV
+
+    if NAMED is None:
+        pytest.skip("this CPU has no x86-64-v3")
+    gcc10 = fake_gcc10(tmp_path)
+    monkeypatch.setenv("CXX", str(gcc10))
+    monkeypatch.setenv(SWITCH_ENV, "0")  # a fresh interpreter: a launcher already running imported torch's CXX
+    built = run_isolated(TrialSpec(workload=str(workloads / "fusable.py"), config={"backend": "inductor"},
+                                   mode="package", package_path=str(tmp_path / "model.pt2"), package_isa=NAMED),
+                         timeout=600, work_dir=tmp_path)
+    assert built["status"] == "failed" and built["failure"]["category"] == "toolchain", json.dumps(built)[:2000]
+    assert len(built["refused"]) == 1
+    assert built["failure"]["raw"].startswith(f"the C++ compiler {gcc10} (version 10.2.1) refused the build for "
+                                              f"-march={NAMED}: "), built["failure"]
+    assert "bad value ('x86-64-v3')" in built["failure"]["raw"]
 
 
 @pytest.mark.slow
@@ -270,6 +363,10 @@ def test_a_config_aotinductor_refuses_falls_back_to_the_nearest_that_packages(tm
     assert "Not all constant gets mapped for constant folding graph" in built["refused"][0]["error"]
     assert built["packaged"]["change"] == "as tuned, weights folded at build time"
     assert built["packaged"]["config_label"] == "whole/inductor/max-autotune"
+    if built["isa_level"] == "x86-64-v4":  # the level's own 512-bit ISA, not the build CPU's AMX or VNNI
+        assert built["cpu"]["vector_isa"] == "avx512" and built["cpu"]["required_flags"] == level_flags("x86-64-v4")
+        assert not any(t.startswith(("-mamx", "-mavx512vnni", "-mavx512bf16")) for t in built["compiled_with"])
+        assert read_metadata(package)["aoti"]["AOTI_CPU_ISA"] == "AVX512"
     w = load_workload(workloads / "tiny_convnet.py")
     model, (x,) = w.make_model().eval(), w.make_inputs()
     served = tuner.load_package(package)

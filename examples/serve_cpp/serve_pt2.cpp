@@ -172,6 +172,9 @@ static std::set<std::string> cpu_flags_here() {
 
 // Why this process must not load the package (empty: it may): another torch, or CPU flags missing.
 static std::string refusal(const Json& meta) {
+  if (meta["schema"].number > 2)  // a record this example does not know how to read
+    return "its record is schema " + std::to_string(static_cast<int>(meta["schema"].number)) +
+           ", newer than this example reads (2); update it from compile-tune's examples/serve_cpp";
   std::string built = meta["torch"].text.substr(0, meta["torch"].text.find('+'));
   if (!built.empty() && built != TORCH_VERSION)
     return "built for torch " + meta["torch"].text + ", this is libtorch " TORCH_VERSION +
@@ -206,6 +209,16 @@ static std::string built_line(const Json& meta) {
   for (const auto& [name, dims] : meta["dims_from"].fields)
     for (const auto& [dim, from] : dims.fields) sources.push_back(name + " dim " + dim + " from " + from.text);
   if (!sources.empty()) out << "; bounds: " << join(sources);
+  // What tuner.load_package checks and this example only reports: the digests of its files (the
+  // archive's: `sha256sum -c model.pt2.sha256`), the C++ runtime its code needs, where it came from.
+  const Json& tools = meta["toolchain"];
+  if (!tools.is_null())
+    out << "; compiled by " << tools["compiler"]["path"].text << " " << tools["compiler"]["version"].text
+        << ", needs GLIBCXX_" << tools["needs"]["glibcxx"].text << " and glibc " << tools["needs"]["glibc"].text;
+  if (!meta["digests"].is_null()) out << "; " << meta["digests"]["members"].fields.size() << " files digested";
+  out << "; target " << (meta["target_verified"].boolean ? "verified" : "not verified");
+  if (!meta["source"].is_null() && !meta["source"]["commit"].is_null())
+    out << "; from commit " << meta["source"]["commit"].text.substr(0, 12);
   return out.str();
 }
 

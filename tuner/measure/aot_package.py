@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import statistics
 import time
 import traceback
@@ -36,9 +37,9 @@ from ..core.config import CompileConfig
 from ..core.errors import TunerError
 from ..core.precision import MATMUL_PRECISION
 from ..core.spec import TrialSpec
-from ..runtime import machine_facts
+from ..runtime import machine_facts, toolchain
 from ..runtime.apply_precision import autocast_forward, set_matmul_precision
-from ..runtime.package_meta import META_KEY, compiled_flags
+from ..runtime.package_meta import META_KEY, compiled_flags, git_commit, seal, sha256_file
 from ..runtime.packaged import load_package
 from ..user.diagnose import classify_exception
 from ..user.workload import call_model
@@ -55,7 +56,7 @@ from .package_shapes import (
     probes,
     reaches_one,
 )
-from .package_target import cpu_target, gpu_record, off_target
+from .package_target import cpu_target, gpu_record, level_cpu, off_target
 from .setup import prepare
 
 #: Timed rounds of the check, each a pass of eager then the package over the schedule (or a
@@ -82,11 +83,13 @@ def build_package(spec: TrialSpec, rec) -> None:
         return
     rec.update(export_s=time.perf_counter() - start)
     rec.stage("aoti_compile")
-    level = machine_facts.choose_level(spec.package_isa, machine_facts.cpu_flags())
-    target, cpu = cpu_target(level)
-    rec.update(isa_level=level, cpu=cpu)
-    meta = _metadata(spec, ready.inputs, shapes, cpu)
-    _compile_first_that_packages(spec, exported, package_attempts(config), target, meta, reaches_one(shapes), rec)
+    flags = machine_facts.cpu_flags()
+    level = machine_facts.choose_level(spec.package_isa, flags, spec.device)
+    with level_cpu(level, flags):  # inductor's vector ISA and GEMM templates: the level's features alone
+        target, cpu = cpu_target(level, flags)
+        rec.update(isa_level=level, cpu=cpu)
+        meta = _metadata(spec, ready.inputs, shapes, cpu)
+        _compile_first_that_packages(spec, exported, package_attempts(config), target, meta, reaches_one(shapes), rec)
 
 
 def _export(ready, config: CompileConfig, calls: list, shapes: PackageShapes, rec):
@@ -112,7 +115,9 @@ def _export(ready, config: CompileConfig, calls: list, shapes: PackageShapes, re
 def _compile_first_that_packages(spec: TrialSpec, exported, attempts: list[Attempt], target: dict[str, Any],
                                  meta: dict[str, Any], one: bool, rec) -> None:
     """Compile ``exported`` with AOTInductor under each attempt in turn (tuner/measure/package_attempts.py)
-    until one packages; each refusal is recorded (``refused``: the attempt and its error's first line)."""
+    until one packages; each refusal is recorded (``refused``: the attempt and its error's first line).
+    A compiler that fails on its own options stops the loop (no config is to blame), and so does a
+    second config failing with the first one's error (the rest would too)."""
     import torch
 
     refused: list[dict[str, Any]] = []
@@ -134,20 +139,83 @@ def _compile_first_that_packages(spec: TrialSpec, exported, attempts: list[Attem
         except Exception as exc:  # noqa: BLE001 - a refused config is a finding; the next one is tried
             refused.append({**attempt.to_dict(), "error": f"{type(exc).__name__}: {_first_line(exc)}"})
             rec.update(refused=refused)
+            stop = toolchain_failure(exc, target) or same_error(refused)
+            if stop:
+                rec.update(status="failed", failure=stop)
+                return
             continue
-        used = compiled_flags(Path(path))
-        wrong = off_target(used, meta["cpu"])
-        if wrong:
-            Path(path).unlink(missing_ok=True)
-            rec.update(status="failed", failure={"category": "package_target", "raw": wrong}, compiled_with=used)
-            return
-        rec.update(aoti_compile_s=time.perf_counter() - start, package_path=str(path), input_order=meta["input_order"],
-                   package_mb=os.path.getsize(path) / 2**20, packaged=attempt.to_dict(), refused=refused,
-                   compiled_with=used, status="ok", stage="done")
+        _seal(spec, Path(path), meta, attempt, time.perf_counter() - start, refused, rec)
         return
     last = f"the last ({refused[-1]['change']}) with {refused[-1]['error']}" if refused else "none was tried"
     rec.update(status="failed", failure={"category": "aoti_compile",
                                          "raw": f"AOTInductor refused every config tried ({len(refused)}), {last}"})
+
+
+def _seal(spec: TrialSpec, path: Path, meta: dict[str, Any], attempt: Attempt, took: float,
+          refused: list[dict[str, Any]], rec) -> None:
+    """Check the built package's target, then complete its record: digests, toolchain, source."""
+    used = compiled_flags(path)
+    verified, wrong = off_target(used, meta["cpu"])
+    if wrong:
+        path.unlink(missing_ok=True)
+        rec.update(status="failed", failure={"category": "package_target", "raw": wrong}, compiled_with=used)
+        return
+    sealed = seal(path, {"target_verified": verified, "source": _source(spec)}, compiler=get_cpp_compiler())
+    rec.update(aoti_compile_s=took, package_path=str(path), input_order=meta["input_order"],
+               package_mb=os.path.getsize(path) / 2**20, packaged=attempt.to_dict(), refused=refused,
+               compiled_with=used, target_verified=verified, toolchain=sealed["toolchain"],
+               archive_sha256=sealed["archive_sha256"], status="ok", stage="done")
+
+
+def toolchain_failure(exc: BaseException, target: dict[str, Any]) -> dict[str, Any] | None:
+    """The failure to record where ``exc`` is the C++ compiler refusing its own options or missing
+    (no config is to blame, and the next would fail alike); None otherwise."""
+    from torch._inductor.exc import CppCompileError, InvalidCxxCompiler
+
+    seen: set[int] = set()
+    chain: BaseException | None = exc
+    while chain is not None and id(chain) not in seen:
+        seen.add(id(chain))
+        if isinstance(chain, InvalidCxxCompiler) or (
+                isinstance(chain, CppCompileError) and _OPTION_ERROR.search(str(chain))):
+            facts = toolchain.compiler_facts(get_cpp_compiler())
+            said = next((line.strip() for line in str(chain).splitlines() if _OPTION_ERROR.search(line)),
+                        _first_line(chain))
+            level = target.get("cpp.march", "native")
+            return {"category": "toolchain", "compiler": facts, "raw": (
+                f"the C++ compiler {facts['path']} (version {facts['version'] or 'unknown'}) refused the build "
+                f"for -march={level}: {said[:300]}")}
+        chain = chain.__cause__ or chain.__context__
+    return None
+
+
+#: A compiler's complaint about its command line, not the code: gcc's and clang's wording.
+_OPTION_ERROR = re.compile(r"bad value \(.*\) for '-march=|unrecognized (command[- ]line )?option|"
+                           r"unknown target CPU|unsupported option|invalid value .* in '-march")
+
+
+def same_error(refused: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The failure to record where the last two configs tried failed with the same error: the
+    error is not the config's, and every config after them would meet it too."""
+    if len(refused) < 2 or refused[-1]["error"] != refused[-2]["error"]:
+        return None
+    both = f"{refused[-2]['change']} and {refused[-1]['change']}"
+    return {"category": "aoti_compile", "raw": f"AOTInductor refused {both} with the same error, so no config is to "
+            f"blame and the rest were not tried: {refused[-1]['error']}"}
+
+
+def get_cpp_compiler() -> str:
+    from torch._inductor.cpp_builder import get_cpp_compiler as compiler
+
+    return compiler()
+
+
+def _source(spec: TrialSpec) -> dict[str, Any]:
+    """Where the package came from: its best_config.yaml's digest and the workload's git commit."""
+    config = Path(spec.config_path) if spec.config_path else None
+    return {"best_config": str(config) if config else None,
+            "best_config_sha256": sha256_file(config) if config and config.exists() else None,
+            "commit": git_commit(Path(spec.workload).parent)}
 
 
 @contextlib.contextmanager

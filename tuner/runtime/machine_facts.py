@@ -38,6 +38,10 @@ NATIVE = "native"
 CHOICES = (*LEVELS, NATIVE)
 #: The widest vector code inductor may emit at a level (``cpp.simdlen``): v2 has no AVX, so none.
 SIMDLEN = {"x86-64-v2": 0, "x86-64-v3": 256, "x86-64-v4": 512}
+#: A CUDA package's default level: its C++ is mostly the wrapper that launches the GPU's kernels,
+#: so a level every x86 server of the last decade has (AVX2) costs it nothing, while the build
+#: host's own (Sapphire Rapids' AVX-512) would refuse it on the same GPU behind an AMD EPYC.
+PORTABLE = "x86-64-v3"
 #: gcc's ``-m`` option names where /proc/cpuinfo spells the flag otherwise.
 _GCC_NAMES = {"avx512vnni": "avx512_vnni", "avx512bf16": "avx512_bf16", "avx512fp16": "avx512_fp16",
               "amx-tile": "amx_tile", "amx-bf16": "amx_bf16", "amx-int8": "amx_int8", "amx-fp16": "amx_fp16",
@@ -138,16 +142,24 @@ def cuda_facts(device: str) -> dict[str, Any]:
 
 def cuda_mismatch(built: dict[str, Any], here: dict[str, Any]) -> str | None:
     """Why CUDA code built on ``built`` (:func:`cuda_facts`) cannot run on ``here``; None when it can.
-    Kernels are compiled for one compute capability (``sm_80`` cubins do not load on ``sm_90``), and
-    against one CUDA release's runtime (a major release apart, its symbols differ).
+
+    A package holds SASS (cubins) for the capability it was built on, no PTX to compile again
+    (AOTInductor embeds cubins unless ``aot_inductor.emit_multi_arch_kernel`` is set). SASS for
+    ``sm_XY`` runs on a GPU of the same major X and a minor of Y or above (sm_80 code runs on 8.6
+    and 8.9), never on another major. From 9.0 on, Triton compiles for the arch-specific target
+    (``sm_90a``, ``sm_100a``), which runs on that capability alone. The code is also linked against
+    one CUDA release's runtime (a major release apart, its symbols differ).
 
     Example:
         >>> cuda_mismatch({"capability": [8, 0], "name": "A100", "cuda": "12.4"},
         ...               {"capability": [9, 0], "name": "H100", "cuda": "12.4"})
         'its kernels are compiled for compute capability 8.0 (A100); this GPU is 9.0 (H100)'
+        >>> cuda_mismatch({"capability": [8, 0], "name": "A100", "cuda": "12.4"},
+        ...               {"capability": [8, 6], "name": "A10", "cuda": "12.4"}) is None
+        True
     """
     b, h = tuple(built.get("capability") or ()), tuple(here.get("capability") or ())
-    if b and h and b != h:
+    if b and h and not runs_on(b, h):
         return (f"its kernels are compiled for compute capability {'.'.join(map(str, b))} ({built.get('name')}); "
                 f"this GPU is {'.'.join(map(str, h))} ({here.get('name')})")
     b_cuda, h_cuda = str(built.get("cuda") or ""), str(here.get("cuda") or "")
@@ -156,14 +168,34 @@ def cuda_mismatch(built: dict[str, Any], here: dict[str, Any]) -> str | None:
     return None
 
 
-def choose_level(requested: str | None, flags: list[str] | None) -> str:
+def runs_on(built: tuple, here: tuple) -> bool:
+    """Whether SASS compiled for capability ``built`` runs on a GPU of capability ``here`` (the
+    rule :func:`cuda_mismatch` states)."""
+    if built[0] >= 9:  # sm_90a, sm_100a ...: the arch-specific target runs on that capability only
+        return tuple(built) == tuple(here)
+    return here[0] == built[0] and here[1] >= built[1]
+
+
+def missing_device(device: str, count: int) -> str | None:
+    """Why a process that sees ``count`` CUDA devices lacks ``device`` (``cuda:1``); None where it has it."""
+    index = int(device.split(":")[1]) if ":" in device else 0
+    if index < count:
+        return None
+    seen = ", ".join(f"cuda:{i}" for i in range(count)) or "none"
+    return f"built for {device}, and this process sees {count} CUDA device{'s' if count != 1 else ''} ({seen})"
+
+
+def choose_level(requested: str | None, flags: list[str] | None, device: str = "cpu") -> str:
     """The level to build for: ``requested`` where this CPU has it (the package is checked here,
-    so a level above this CPU's could not be), else the highest this CPU has; :data:`NATIVE` off
-    x86 or where the flags cannot be read. Raises :class:`ConfigError` for a level this CPU lacks.
+    so a level above this CPU's could not be), else the highest this CPU has, at most
+    :data:`PORTABLE` for a CUDA package; :data:`NATIVE` off x86 or where the flags cannot be read.
+    Raises :class:`ConfigError` for a level this CPU lacks.
 
     Example:
         >>> choose_level(None, list(LEVELS["x86-64-v2"]))
         'x86-64-v2'
+        >>> choose_level(None, [f for level in LEVELS for f in LEVELS[level]], device="cuda:0")
+        'x86-64-v3'
     """
     if requested == NATIVE or (requested is None and (not x86() or flags is None)):
         return NATIVE
@@ -174,6 +206,8 @@ def choose_level(requested: str | None, flags: list[str] | None) -> str:
                           "leave --isa out to build for this CPU")
     ours = highest_level(flags or [])
     if requested is None:
+        if ours and device.startswith("cuda") and list(LEVELS).index(ours) > list(LEVELS).index(PORTABLE):
+            return PORTABLE
         return ours or NATIVE
     lacking = missing_flags(level_flags(requested), flags) if flags is not None else []
     if lacking:

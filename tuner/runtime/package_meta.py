@@ -5,23 +5,37 @@
 count it was built and measured for, the CPU it runs on (an x86-64 ISA level and the flags its code
 requires) or the GPU (compute capability), each top-level tensor input's dtype and shape and the
 bounds of its varying dimensions, the tensors the loader receives in order (for C++ callers), and
-the config it was compiled from with the precision it computes in. The metadata is read from the
-archive itself before anything is loaded, so a package built for another torch, CPU or GPU is
-refused in one line instead of crashing the process that loads its code.
+the config it was compiled from with the precision it computes in. Once built, the record is
+sealed (:func:`seal`): the sha256 of every file in the archive and of the weights in its shared
+object, the compiler that built it and the glibc and libstdc++ its code needs, the source
+``best_config.yaml`` and the project's commit; and the archive's own digest goes beside it
+(``model.pt2.sha256``, as ``sha256sum`` writes it). The metadata is read from the archive itself
+before anything is loaded, so a package built for another torch, CPU, GPU or C++ runtime, or one
+altered since, is refused in one line instead of crashing the process that loads its code.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import re
+import struct
+import subprocess
 import zipfile
 from pathlib import Path
 from typing import Any
 
 from ..core.errors import ConfigError
-from . import machine_facts
+from . import machine_facts, toolchain
 
 #: The key of compile-tune's record in AOTInductor's package metadata (values must be strings).
 META_KEY = "compile_tune"
+#: The record's schema: 2 added ``schema``, ``digests``, ``toolchain``, ``target_verified`` and
+#: ``source``; a record without ``schema`` is 1. A loader refuses a schema above its own.
+SCHEMA = 2
+#: The archive's digest, beside it (``sha256sum -c model.pt2.sha256`` checks it too).
+DIGEST_SUFFIX = ".sha256"
+#: What to do about a package that is not the one built.
+_COPY_AGAIN = "copy the package again from where it was built, or rebuild it with `compile-tune package RESULTS`"
 #: Every field of compile-tune's record, and what it holds (examples/serve_cpp reads them all).
 META_FIELDS = {
     "torch": "the torch release it was built with (a package serves that release only)",
@@ -42,6 +56,13 @@ META_FIELDS = {
     "fold_at_runtime": "AOTInductor's runtime constant folding: its weights can be swapped (load_weights)",
     "precision": "the config's precision: null, bf16 (autocast inside the package) or tf32",
     "matmul_precision": "the float32 matmul precision it was compiled and is run at ('high' for tf32), or null",
+    "schema": "the version of this record's layout (a loader refuses a newer one)",
+    "digests": "sha256 of each file in the archive (members) and of the weights in each shared object (weights)",
+    "toolchain": "compiler (path, version) that built it; needs: the newest glibc and libstdc++ (GLIBCXX) "
+                 "symbol versions its code uses",
+    "target_verified": "whether the compiler's recorded switches were found and checked against isa_level",
+    "source": "best_config (path), best_config_sha256 (as it was when the package was built) and commit "
+              "(the workload's git commit, null outside a repository)",
 }
 
 
@@ -77,10 +98,22 @@ def refuse_mismatch(path: Path, meta: dict[str, Any]) -> None:
     if built and built != here:
         raise ConfigError(f"{path}: built for torch {meta['torch']}, this process runs torch {torch.__version__}",
                           f"load it under torch {built}, or {rebuild}")
+    if int(meta.get("schema") or 1) > SCHEMA:
+        raise ConfigError(f"{path}: its record is schema {meta['schema']}, newer than this compile-tune reads "
+                          f"({SCHEMA})", "upgrade compile-tune where it is loaded")
+    verify(path, meta)
     device = meta.get("device", "cpu")
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise ConfigError(f"{path}: built for {device}, and this process sees no CUDA device",
                           f"serve it on a GPU machine, or {rebuild}")
+    absent = machine_facts.missing_device(device, torch.cuda.device_count()) if device.startswith("cuda") else None
+    if absent:
+        raise ConfigError(f"{path}: {absent}", "make that GPU visible (CUDA_VISIBLE_DEVICES), or rebuild it on "
+                          "one this process sees with `compile-tune package RESULTS`")
+    runtime = runtime_mismatch(meta)
+    if runtime:
+        raise ConfigError(f"{path}: {runtime}", "load it on a machine whose C++ runtime is that new (a newer "
+                          f"distribution, or conda's libstdcxx-ng first on LD_LIBRARY_PATH), or {rebuild}")
     if meta.get("cpu"):
         refuse_cpu(path, meta["cpu"], machine_facts.cpu_flags())
     elif device == "cpu" and meta.get("cpu_isa"):  # a package built before its CPU flags were recorded
@@ -93,6 +126,11 @@ def refuse_mismatch(path: Path, meta: dict[str, Any]) -> None:
         if why:
             raise ConfigError(f"{path}: built for another GPU: {why}", "rebuild it on this GPU with "
                               "`compile-tune package RESULTS` (a package holds kernels for one compute capability)")
+
+
+def runtime_mismatch(meta: dict[str, Any]) -> str | None:
+    """Why this machine's glibc or libstdc++ is older than the package's code needs; None where not."""
+    return toolchain.toolchain_mismatch((meta.get("toolchain") or {}).get("needs") or {})
 
 
 def refuse_cpu(path: Path, cpu: dict[str, Any], here: list[str] | None) -> None:
@@ -188,3 +226,116 @@ def _dims_text(name: str, shape: list[int], bounds: dict[str, list[int]]) -> str
 
 def _signature(meta: dict[str, Any]) -> str:
     return ", ".join(meta.get("tensors") or {}) or "no tensor inputs"
+
+
+# --------------------------------------------------------------------------- sealing and verifying
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def git_commit(where: Path) -> str | None:
+    """The commit checked out at ``where`` (its dirty state aside); None outside a git repository."""
+    try:
+        proc = subprocess.run(["git", "-C", str(where), "rev-parse", "HEAD"], capture_output=True, text=True,
+                              timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return proc.stdout.strip() if proc.returncode == 0 and proc.stdout.strip() else None
+
+
+def seal(path: Path, extra: dict[str, Any], compiler: str) -> dict[str, Any]:
+    """Complete the record of the package AOTInductor wrote at ``path`` (its metadata JSON is
+    rewritten; its code and weights are not touched): ``schema``, ``digests``, ``toolchain`` and
+    ``extra``; then write the archive's digest beside it. Returns the toolchain record and the
+    archive's sha256."""
+    members, weights, needs = _digests(path)
+    tools = {"compiler": toolchain.compiler_facts(compiler), "needs": needs}
+    sealed = {"schema": SCHEMA, "digests": {"members": members, "weights": weights}, "toolchain": tools, **extra}
+    tmp = path.with_name(path.name + ".sealing")
+    with zipfile.ZipFile(path) as src, zipfile.ZipFile(tmp, "w") as dst:
+        for item in src.infolist():
+            data = src.read(item)
+            if item.filename.endswith("_metadata.json"):
+                meta = json.loads(data)
+                if META_KEY in meta:
+                    meta[META_KEY] = json.dumps({**json.loads(meta[META_KEY]), **sealed})
+                    data = json.dumps(meta).encode()
+            dst.writestr(item, data)
+    tmp.replace(path)
+    archive = sha256_file(path)
+    path.with_name(path.name + DIGEST_SUFFIX).write_text(f"{archive}  {path.name}\n")
+    return {"toolchain": tools, "archive_sha256": archive}
+
+
+def _digests(path: Path) -> tuple[dict[str, str], dict[str, str], dict[str, str | None]]:
+    """sha256 of each member but the metadata, of the weights in each shared object, and the
+    newest glibc/libstdc++ versions the shared objects need."""
+    members: dict[str, str] = {}
+    weights: dict[str, str] = {}
+    needs: dict[str, str | None] = {"glibc": None, "glibcxx": None}
+    with zipfile.ZipFile(path) as archive:
+        for name in archive.namelist():
+            if name.endswith("_metadata.json"):
+                continue
+            data = archive.read(name)
+            members[name] = hashlib.sha256(data).hexdigest()
+            if name.endswith(".so"):
+                span = toolchain.weights_span(data)
+                if span:
+                    weights[name] = hashlib.sha256(data[span[0]:span[1]]).hexdigest()
+                for key, version in toolchain.runtime_needs(data).items():
+                    if version and (needs[key] is None or toolchain.newer(version, needs[key] or "")):
+                        needs[key] = version
+    return members, weights, needs
+
+
+def _member(archive: zipfile.ZipFile, raw, info: zipfile.ZipInfo) -> bytes:
+    """A member's bytes as stored. AOTInductor stores its files uncompressed and its loader ignores
+    their CRCs, so bytes changed in place load; they are read here as it reads them, for the digest
+    to say what changed (zipfile would stop at the CRC)."""
+    if info.compress_type != zipfile.ZIP_STORED:
+        try:
+            return archive.read(info)
+        except zipfile.BadZipFile:
+            return b""
+    raw.seek(info.header_offset + 26)
+    name_len, extra_len = struct.unpack("<HH", raw.read(4))
+    raw.seek(info.header_offset + 30 + name_len + extra_len)
+    return raw.read(info.compress_size)
+
+
+def verify(path: Path, meta: dict[str, Any]) -> None:
+    """Refuse, in one line, a package whose weights, shared object or any other file differ from
+    the digests its record holds, or whose archive differs from the digest beside it. A record
+    without digests (schema 1) is not checked."""
+    digests = meta.get("digests") or {}
+    if digests:
+        with zipfile.ZipFile(path) as archive, open(path, "rb") as raw:
+            infos = {info.filename: info for info in archive.infolist()}
+            for name, want in (digests.get("weights") or {}).items():
+                data = _member(archive, raw, infos[name]) if name in infos else b""
+                span = toolchain.weights_span(data) if data else None
+                got = hashlib.sha256(data[span[0]:span[1]]).hexdigest() if span else None
+                if got != want:
+                    raise ConfigError(f"{path}: its weights (in {Path(name).name}) are not the ones it was built with: "
+                                      f"sha256 {str(got)[:16]}, its record says {want[:16]}", _COPY_AGAIN)
+            for name, want in (digests.get("members") or {}).items():
+                got = hashlib.sha256(_member(archive, raw, infos[name])).hexdigest() if name in infos else None
+                if got != want:
+                    what = "shared object" if name.endswith(".so") else "file"
+                    state = "missing" if got is None else "altered"
+                    raise ConfigError(f"{path}: its {what} {Path(name).name} is {state}: sha256 {str(got)[:16]}, "
+                                      f"its record says {want[:16]}", _COPY_AGAIN)
+    beside = path.with_name(path.name + DIGEST_SUFFIX)
+    if beside.exists():
+        want = (beside.read_text().split() or [""])[0]
+        got = sha256_file(path)
+        if got != want:
+            raise ConfigError(f"{path}: the archive's sha256 is {got[:16]}, {beside.name} says {want[:16]}",
+                              _COPY_AGAIN)

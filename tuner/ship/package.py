@@ -27,7 +27,8 @@ from ..export.best_config import load_tuned_config
 from ..isolation.isolated import run_isolated
 from ..report import open_saved_study
 from ..run.outputs import rebuild_outputs
-from ..runtime import machine_facts
+from ..runtime import machine_facts, toolchain
+from ..runtime.package_meta import DIGEST_SUFFIX
 from ..runtime.packaged import PACKAGE_NAME
 
 #: A package step may trail the JIT config's by this much (or the run's noise floor, if larger)
@@ -43,15 +44,20 @@ def package_results(results: str | Path, timeout: float = 1800.0, log: Callable[
     ``isa``: the x86-64 level its C++ is built for (``x86-64-v2`` / ``-v3`` / ``-v4``, or ``native``
     for this very CPU); None: the highest this CPU has (tuner/runtime/machine_facts.py).
     Raises :class:`TunerError` (exit code 2) where there is nothing to package, export or
-    AOTInductor refuses, or this CPU lacks the level asked for."""
-    level = machine_facts.choose_level(isa, machine_facts.cpu_flags())
+    AOTInductor refuses, this CPU lacks the level asked for, or the C++ compiler cannot build for it
+    (checked on an empty file before anything is exported)."""
+    flags = machine_facts.cpu_flags()
+    machine_facts.choose_level(isa, flags)  # a level this CPU lacks: refused before anything is read
     results = Path(results)
     tuned = load_tuned_config(results / "best_config.yaml")
+    level = machine_facts.choose_level(isa, flags, str(tuned.tuned_on.get("device") or "cpu"))
+    _check_compiler(level, flags)
     study = open_saved_study(results, None, None)
     config = _packaged_config(results, tuned, study, best_compiled)
     settings = study.user_attrs.get("settings") or {}
     out = results / PACKAGE_NAME
     out.unlink(missing_ok=True)
+    out.with_name(out.name + DIGEST_SUFFIX).unlink(missing_ok=True)
     # the run's thread count and heap, so the package's steps compare with the JIT config's
     base = dict(workload=str(Path(settings["workload"]).resolve()), task="infer", device=settings.get("device", "cpu"),
                 threads=settings.get("threads") or 1, heap=settings.get("heap", "pinned"),
@@ -59,7 +65,8 @@ def package_results(results: str | Path, timeout: float = 1800.0, log: Callable[
     work = results / "work"
     log(f"exporting {Path(base['workload']).name} with torch.export and compiling it with AOTInductor "
         f"({config.describe()}) for {level} CPUs ...")
-    built = run_isolated(TrialSpec(**base, config=config.to_dict(), mode="package", package_isa=level),
+    built = run_isolated(TrialSpec(**base, config=config.to_dict(), mode="package", package_isa=level,
+                                   config_path=str((results / "best_config.yaml").resolve())),
                          timeout=timeout, work_dir=work)
     for refused in built.get("refused") or []:
         log(f"  AOTInductor refused {refused['change']} ({refused['config_label']}): {refused['error'][:200]}")
@@ -85,6 +92,20 @@ def package_results(results: str | Path, timeout: float = 1800.0, log: Callable[
     return record
 
 
+def _check_compiler(level: str, flags: list[str] | None) -> None:
+    """Refuse, before anything is exported, a C++ compiler that cannot build for ``level`` with the
+    vector ISA flags inductor will add there (tuner/runtime/toolchain.py)."""
+    if level == machine_facts.NATIVE:
+        return
+    from torch._inductor import config as inductor_config
+
+    from ..measure.package_target import cpu_target, level_cpu
+
+    with level_cpu(level, flags), inductor_config.patch({"cpp.vec_isa_ok": True}):  # flags, not test kernels
+        options = cpu_target(level, flags)[1]["vector_options"]
+    toolchain.check_level(level, options)
+
+
 def _say_built(built: dict, packaged: CompileConfig, tuned: CompileConfig, log: Callable[[str], None]) -> None:
     change = built["packaged"]["change"]
     if change != "as tuned":
@@ -92,6 +113,10 @@ def _say_built(built: dict, packaged: CompileConfig, tuned: CompileConfig, log: 
             f"{tuned.describe()}; checking that one")
     log(f"  {PACKAGE_NAME}: {built['package_mb']:.1f} MB, export {built['export_s']:.1f} s, AOTInductor "
         f"{built['aoti_compile_s']:.1f} s, C++ for {built['isa_level']} CPUs; the shapes it takes:")
+    if not built.get("target_verified"):
+        log(f"  not verified: no compiler switches were found in its shared object (clang, "
+            f"AOT_INDUCTOR_ENABLE_LINE_TABLES=0 or compressed debug sections), so that it was built for "
+            f"{built['isa_level']} alone is unchecked (target_verified: false)")
     for line in built.get("shapes_said") or []:
         log(f"    {line}")
     for lost in not_carried(tuned, built):
@@ -104,6 +129,9 @@ def _build_refusal(built: dict) -> TunerError:
     if category == "package_target":
         return TunerError(f"the package's C++ was not built for the ISA level asked: {built['failure']['raw']}",
                           "give --isa native to build for this CPU only")
+    if category == "toolchain":
+        return TunerError(built["failure"]["raw"][:400], "give --isa native (this CPU only) or a level the compiler "
+                          "knows, or set CXX to gcc >= 11 or clang >= 12")
     if category == "aoti_compile":
         return TunerError(f"{built['failure']['raw'][:300]}", "serve with tuner.apply_config(model, "
                           "best_config.yaml) (JIT); the refusals are listed above")
@@ -172,6 +200,8 @@ def _record(measured: Mapping[str, Any], config: CompileConfig, built: dict, che
         "probes": [{k: p[k] for k in ("probe", "inside", "outcome")} for p in checked.get("probes") or []],
         "not_carried": not_carried(config, built), "inputs_checked": True,
         "isa_level": built.get("isa_level"), "required_cpu_flags": (built.get("cpu") or {}).get("required_flags"),
+        "target_verified": bool(built.get("target_verified")), "archive_sha256": built.get("archive_sha256"),
+        "toolchain": built.get("toolchain"),
         "packaged": {k: built["packaged"][k] for k in ("config_label", "change", "fold_at_runtime")},
         "refused": [{k: r[k] for k in ("change", "config_label", "error")} for r in built.get("refused") or []],
     }
