@@ -25,7 +25,13 @@ def cpu_target(level: str) -> tuple[dict[str, Any], dict[str, Any]]:
     flags = facts.cpu_flags() or []
     return options, {"isa_level": level, "vector_isa": vector, "vector_options": vector_options,
                      "required_flags": facts.required_flags(level, flags, vector_options), "flags": flags,
-                     "model": facts.cpu_model()}
+                     "model": facts.cpu_model(), **_levels()}
+
+
+def _levels() -> dict[str, Any]:
+    """Every x86-64 level with all the flags it needs, lowest first: a loader that holds no table of
+    its own (examples/serve_cpp) names the level to rebuild for from it."""
+    return {"levels": {name: facts.level_flags(name) for name in facts.LEVELS}} if facts.x86() else {}
 
 
 def gpu_record(device: str) -> dict[str, Any] | None:
