@@ -153,7 +153,7 @@ def test_accelerate_fsdp2_reaches_accelerates_plugin_with_the_block_class_or_nam
     plugin = FullyShardedDataParallelPlugin()
     assert (plugin.fsdp_version, plugin.reshard_after_forward, plugin.transformer_cls_names_to_wrap) == (
         2, False, ["Block"])
-    assert "carries every setting" in text
+    assert "# NOT CARRIED" not in text and "carries every setting" not in text  # accelerate 1.14's extra units
     unknown = export(ranked_dict("fsdp2", device="cuda", heap=False, threads=None), "accelerate")
     lost = {x["setting"]: x for x in unknown["not_carried"]}
     assert lost["fsdp_transformer_layer_cls_to_wrap"]["fix"] == ["fsdp_transformer_layer_cls_to_wrap: BlockClassName"]
@@ -161,10 +161,67 @@ def test_accelerate_fsdp2_reaches_accelerates_plugin_with_the_block_class_or_nam
     assert "fsdp mixed precision policy" in {x["setting"] for x in export(bf16, "accelerate")["changes_measured"]}
 
 
-def test_a_plain_single_process_compile_carries_every_setting_and_says_so():
-    for target in ("accelerate", "hf-trainer", "env", "vllm"):
-        text, header = render(tuned_dict(CompileConfig()), target, source="best_config.yaml", label="x")
+@pytest.mark.parametrize("target", ["accelerate", "hf-trainer"])
+def test_fsdp2_exports_name_the_root_reshard_with_the_line_that_restores_it_and_never_carry_every_setting(target):
+    def changes(reshard: bool) -> str:
+        tuned = ranked_dict("fsdp2", device="cuda", block_class="Block", reshard_after_forward=reshard, heap=False,
+                            threads=None)
+        text, _ = render(tuned, target, source="best_config.yaml", label="x")
+        assert "carries every setting" not in text
+        return text[text.index("# CHANGES WHAT WAS MEASURED"):text.index("# lossless")]
+
+    resharded = changes(True)
+    assert "- root reshard_after_forward=True: before accelerate 1.14" in resharded
+    restore = {"accelerate": ["#       model.set_reshard_after_forward(False, recurse=False)  # after model = "
+                              "accelerator.prepare(model)"],
+               "hf-trainer": ["#       class KeepGathered(TrainerCallback):  # Trainer(..., callbacks=["
+                              "KeepGathered()])",
+                              "#               model.set_reshard_after_forward(False, recurse=False)"]}[target]
+    assert all(line + "\n" in resharded for line in restore), resharded
+    assert "- input embeddings reshard_after_forward=True: from accelerate 1.14" in resharded
+    kept = changes(False)  # the root is kept by every release; accelerate 1.14's extra units remain
+    assert "root reshard_after_forward" not in kept and "set_reshard_after_forward" not in kept
+    assert "- fsdp units=+ the last *Norm* child with the output layer" in kept
+    ddp = ranked_dict("ddp", device="cuda", heap=False, threads=None)  # stay eager: no compile, no TF32 change
+    assert "# carries every setting of the measured config" in render(ddp, target, source="b", label="x")[0] or (
+        target == "hf-trainer")  # the Trainer names the processes its arguments cannot hold
+
+
+def test_accelerates_own_fsdp2_preparation_and_the_exported_lines_leave_what_was_measured_gathered():
+    """The installed accelerate's fsdp2_prepare_model (1.14+) keeps the root gathered and reshards the
+    embeddings; accelerate 1.13's ending reshards the root. The lines the export prints, run after
+    either, leave gathered what the measured run kept gathered; the blocks still reshard."""
+    from accelerate_fsdp2 import after_forward, one_rank, prepared
+    from packaging.version import Version
+
+    from tuner.export.parallelism import ACCELERATE_ROOT_KEPT
+
+    assert Version(accelerate.__version__) >= Version(ACCELERATE_ROOT_KEPT), "the check below reads 1.14's code"
+    tuned = ranked_dict("fsdp2", device="cuda", block_class="Block", reshard_after_forward=True)
+    fixes = {x["setting"]: "\n".join(x["fix"]) for x in export(tuned, "accelerate")["changes_measured"] if "fix" in x}
+    measured = {"root": "Parameter", "embeddings": "Parameter", "block": "DTensor", "norm": "Parameter",
+                "head": "Parameter"}
+    with one_rank():
+        assert after_forward(prepared(installed=True)) == {**measured, "embeddings": "DTensor"}
+        assert after_forward(prepared(installed=False)) == {**measured, "root": "DTensor", "embeddings": "DTensor",
+                                                            "norm": "DTensor", "head": "DTensor"}
+        for installed in (True, False):
+            model = prepared(installed)
+            for lines in fixes.values():
+                exec(lines, {"model": model})
+            assert after_forward(model) == measured, installed
+
+
+def test_a_plain_single_process_compile_carries_every_setting_and_says_so_only_where_nothing_changes():
+    for target in ("accelerate", "hf-trainer", "env"):
+        cfg = CompileConfig(precision="bf16") if target in ("accelerate", "hf-trainer") else CompileConfig()
+        text, header = render(tuned_dict(cfg), target, source="best_config.yaml", label="x")
         assert "carries every setting of the measured config" in header, target
+        assert not any(line.startswith(("NOT CARRIED", "CHANGES WHAT")) for line in header), target
+    for target in ("accelerate", "hf-trainer", "vllm"):  # TF32 matmuls on (float32, CUDA); vLLM's own process
+        text, header = render(tuned_dict(CompileConfig()), target, source="best_config.yaml", label="x")
+        said = "\n".join(header)  # vLLM's JSON has no comments: the header goes to the terminal
+        assert "carries every setting" not in said and "CHANGES WHAT WAS MEASURED" in said, target
         assert not any(line.startswith("NOT CARRIED") for line in header), target
     tuned = TunedConfig(CompileConfig(), tuned_on={"threads": 4}).to_dict()
     text, header = render(tuned, "accelerate", source="best_config.yaml", label="x")

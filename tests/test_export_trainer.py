@@ -91,3 +91,24 @@ def test_the_trainers_tf32_is_listed_as_changing_what_was_measured(tmp_path):
     assert block["training_args"]["tf32"] is True
     assert [x["setting"] for x in block["changes_measured"]] == ["tf32"]
     assert "fp32_precision" in block["changes_measured"][0]["why"]
+
+
+def test_the_trainer_callback_the_fsdp2_export_prints_keeps_gathered_what_the_measured_run_kept():
+    """The callback, run by transformers' own CallbackHandler at on_train_begin (after the Trainer's
+    accelerator has sharded the model, before its first forward), on the model as the installed
+    accelerate shards it and as accelerate 1.13 did."""
+    from accelerate_fsdp2 import after_forward, one_rank, prepared
+    from transformers import TrainerControl, TrainerState
+    from transformers.trainer_callback import CallbackHandler
+
+    tuned = ranked_dict("fsdp2", device="cuda", block_class="Block", reshard_after_forward=True)
+    changes = {x["setting"]: x for x in export(tuned, "hf-trainer")["changes_measured"]}
+    scope: dict = {}
+    exec("\n".join(changes["root reshard_after_forward"]["fix"]), scope)
+    with one_rank():
+        for installed in (True, False):
+            model = prepared(installed)
+            handler = CallbackHandler([scope["KeepGathered"]()], model, None, None, None)
+            handler.on_train_begin(None, TrainerState(), TrainerControl())
+            assert after_forward(model) == {"root": "Parameter", "embeddings": "Parameter", "block": "DTensor",
+                                            "norm": "Parameter", "head": "Parameter"}, installed

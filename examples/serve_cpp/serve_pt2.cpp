@@ -4,16 +4,22 @@
 //   serve_pt2 MODEL.pt2
 //
 // Before any of the package's code loads, it refuses (exit code 2, one line) a package built for
-// another torch release or for CPU flags this CPU lacks ("cpu": "required_flags"). Then it sets
+// another torch release; for CPU flags this CPU lacks ("cpu": "required_flags"), naming the level
+// to rebuild it for: this CPU's highest of the record's "cpu": "levels" (the one below the
+// package's where only its vector extras are missing, as tuner.load_package says); for a CUDA
+// device this process does not see ("device": "cuda:N"); or for another GPU ("cuda": "capability"
+// and the CUDA release, the same rule as tuner.load_package). Then it sets
 // the thread count and float32 matmul precision the package was measured at, builds each input of
 // "input_order" from "tensors" (dtype, example shape) at the largest sizes "dims" allows (values
 // 0, 1, 2, ... scaled by 1e-3 for floats, so a Python caller can build the same tensors; ones for
 // integers: a valid token id and mask), calls the package and prints each output's shape and sum;
 // then calls it one past those bounds: AOTInductor's input checks refuse, and the process goes on.
 //
-// Output, one line each: "compile_tune: <the record>", "built: <what it was built from>", the
-// call inside the bounds ("input NAME [sizes], ...: output [sizes] sum S ..."), the call outside
+// Output, one line each: "compile_tune: <the record>", "built: <what it was built from>", "serving:
+// <the thread count and matmul precision set, and the inputs it will pass>", the call inside the bounds ("input NAME [sizes], ...: output [sizes] sum S ..."), the call outside
 // them ("input ...: refused: <AOTInductor's error>").
+#include <dlfcn.h>
+
 #include <cctype>
 #include <cstdlib>
 #include <fstream>
@@ -29,6 +35,8 @@
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <c10/core/InferenceMode.h>
+#include <ATen/detail/CUDAHooksInterface.h>
+#include <torch/cuda.h>
 #include <torch/csrc/inductor/aoti_package/model_package_loader.h>
 #include <torch/headeronly/version.h>
 
@@ -170,7 +178,70 @@ static std::set<std::string> cpu_flags_here() {
   return {};
 }
 
-// Why this process must not load the package (empty: it may): another torch, or CPU flags missing.
+// The level to rebuild for so that this CPU runs the package: this CPU's highest of the record's
+// "levels" (each with every flag it needs), or the one below the package's own where this CPU has
+// that level and lacks only its vector extras; "" where none fits (below the lowest, or no levels
+// recorded). tuner/runtime/machine_facts.py, rebuild_level, is the same rule.
+static std::string rebuild_level(const Json& cpu, const std::set<std::string>& here) {
+  const auto& levels = cpu["levels"].fields;  // lowest first, each with every flag it needs
+  int ours = -1, level = -1;
+  for (size_t i = 0; i < levels.size(); ++i) {
+    bool has = true;
+    for (const auto& flag : levels[i].second.items) has = has && here.count(flag.text) > 0;
+    if (has && ours == static_cast<int>(i) - 1) ours = static_cast<int>(i);
+    if (levels[i].first == cpu["isa_level"].text) level = static_cast<int>(i);
+  }
+  if (level >= 0 && ours >= level) return level > 0 ? levels[level - 1].first : "";
+  return ours >= 0 ? levels[ours].first : "";
+}
+
+// The compute capability of CUDA device `index`, asked of the CUDA driver (libcuda), so that the
+// example builds against a CPU libtorch as well; {-1, -1} where no driver answers.
+static std::pair<int, int> capability_of(int index) {
+  void* driver = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+  if (!driver) return {-1, -1};
+  auto init = reinterpret_cast<int (*)(unsigned)>(dlsym(driver, "cuInit"));
+  auto get = reinterpret_cast<int (*)(int*, int)>(dlsym(driver, "cuDeviceGet"));
+  auto attribute = reinterpret_cast<int (*)(int*, int, int)>(dlsym(driver, "cuDeviceGetAttribute"));
+  const int kMajor = 75, kMinor = 76;  // CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, _MINOR
+  int device = 0, major = -1, minor = -1;
+  if (init && get && attribute && init(0) == 0 && get(&device, index) == 0 &&
+      (attribute(&major, kMajor, device) != 0 || attribute(&minor, kMinor, device) != 0))
+    major = minor = -1;
+  return {major, minor};
+}
+
+// Why a CUDA package must not load here (empty: it may): no such device, another compute
+// capability (kernels are compiled for one), or a CUDA release a major version apart.
+static std::string cuda_refusal(const Json& meta) {
+  const std::string& device = meta["device"].text;
+  int index = device.size() > 5 ? std::stoi(device.substr(5)) : 0;
+  int count = torch::cuda::is_available() ? static_cast<int>(torch::cuda::device_count()) : 0;
+  if (index >= count)
+    return "built for " + device + ", and this process sees " +
+           (count ? std::to_string(count) + " CUDA device(s)" : std::string("no CUDA device")) +
+           "; serve it on a GPU machine, or rebuild it here with `compile-tune package RESULTS`";
+  const Json& built = meta["cuda"];
+  if (built.is_null()) return "";
+  auto [major, minor] = capability_of(index);
+  int want_major = static_cast<int>(built["capability"].items.at(0).number);
+  int want_minor = static_cast<int>(built["capability"].items.at(1).number);
+  std::string rebuild = "; rebuild it on this GPU with `compile-tune package RESULTS`";
+  if (major < 0) return "cannot read the compute capability of " + device + " (no CUDA driver answered)" + rebuild;
+  if (major != want_major || minor != want_minor)
+    return "built for another GPU: its kernels are compiled for compute capability " + std::to_string(want_major) +
+           "." + std::to_string(want_minor) + " (" + built["name"].text + "); this GPU is " + std::to_string(major) +
+           "." + std::to_string(minor) + rebuild;
+  long runtime = at::detail::getCUDAHooks().versionCUDART();  // e.g. 12040 for 12.4
+  std::string release = built["cuda"].text;
+  if (!release.empty() && std::stol(release.substr(0, release.find('.'))) != runtime / 1000)
+    return "built for another GPU: it was built with CUDA " + release + "; this libtorch runs CUDA " +
+           std::to_string(runtime / 1000) + "." + std::to_string(runtime % 1000 / 10) + rebuild;
+  return "";
+}
+
+// Why this process must not load the package (empty: it may): another torch, CPU flags missing,
+// or a CUDA device it was built for that this process does not have.
 static std::string refusal(const Json& meta) {
   if (meta["schema"].number > 2)  // a record this example does not know how to read
     return "its record is schema " + std::to_string(static_cast<int>(meta["schema"].number)) +
@@ -185,11 +256,14 @@ static std::string refusal(const Json& meta) {
   if (!here.empty())
     for (const auto& flag : cpu["required_flags"].items)
       if (!here.count(flag.text)) lacking.push_back(flag.text);
-  if (!lacking.empty())
+  if (!lacking.empty()) {
+    std::string level = rebuild_level(cpu, here);
+    std::string how = level.empty() ? "`compile-tune package RESULTS`" : "`compile-tune package RESULTS --isa " + level + "`";
     return "built for " + cpu["isa_level"].text + " (" + cpu["model"].text + ") and needs " + join(lacking) +
            ", which this CPU lacks (" + std::to_string(cpu["flags"].items.size()) +
-           " flags on the build CPU); rebuild it with `compile-tune package RESULTS --isa x86-64-v2` or on this "
-           "machine";
+           " flags on the build CPU); rebuild it with " + how + ", or build it on this machine";
+  }
+  if (meta["device"].text.rfind("cuda", 0) == 0) return cuda_refusal(meta);
   return "";
 }
 
@@ -199,7 +273,7 @@ static std::string built_line(const Json& meta) {
       << "; precision " << (meta["precision"].is_null() ? "as the model" : meta["precision"].text)
       << "; weights " << (meta["fold_at_runtime"].boolean ? "swappable" : "folded at build time")
       << "; device " << meta["device"].text << ", vector ISA " << meta["cpu_isa"].text;
-  if (!meta["cuda"].is_null()) {  // checked by tuner.load_package; a CUDA caller checks it too
+  if (!meta["cuda"].is_null()) {  // checked above, before the package loaded
     const Json& cap = meta["cuda"]["capability"];
     out << "; GPU " << meta["cuda"]["name"].text << " (compute capability " << cap.items[0].number << "."
         << cap.items[1].number << ", CUDA " << meta["cuda"]["cuda"].text << ")";
@@ -263,16 +337,16 @@ static std::vector<at::Tensor> inputs_of(const Json& meta, const std::map<std::s
     inputs.push_back(at::isFloatingType(type) ? at::arange(n, at::kFloat).mul(1e-3).reshape(shape).to(options)
                                               : at::ones(shape, options));
     std::ostringstream part;
-    part << name.text << " " << c10::IntArrayRef(shape);
+    part << name.text << " " << c10::IntArrayRef(shape) << " " << type;
     parts.push_back(part.str());
   }
   said = join(parts);
   return inputs;
 }
 
-static void call(torch::inductor::AOTIModelPackageLoader& loader, const Json& meta, int64_t past) {
-  std::string said;
-  std::vector<at::Tensor> inputs = inputs_of(meta, sizes_of(meta, past), at::Device(meta["device"].text), said);
+// Calls the package with `inputs` (described by `said`) and prints what it returns, or its refusal.
+static void call(torch::inductor::AOTIModelPackageLoader& loader, std::vector<at::Tensor>& inputs,
+                 const std::string& said) {
   std::cout << "input " << said << ": ";
   try {
     for (const auto& out : loader.run(inputs))
@@ -309,11 +383,34 @@ int main(int argc, char** argv) {
   at::set_num_threads(static_cast<int>(meta["threads"].number));
   if (!meta["matmul_precision"].is_null())  // tf32: as it was compiled and measured
     at::globalContext().setFloat32MatmulPrecision(meta["matmul_precision"].text);
+  // The inputs before the package loads, so that a record it cannot serve fails before its code runs.
+  at::Device device(meta["device"].text);
+  std::string inside, outside;
+  std::vector<at::Tensor> within, beyond;
+  try {
+    within = inputs_of(meta, sizes_of(meta, 0), device, inside);
+    beyond = inputs_of(meta, sizes_of(meta, 1), device, outside);
+  } catch (const std::exception& e) {
+    std::cerr << "error: " << argv[1] << ": cannot build its inputs: " << e.what() << std::endl;
+    return 2;
+  }
+  static const std::map<at::Float32MatmulPrecision, const char*> precisions = {
+      {at::Float32MatmulPrecision::HIGHEST, "highest"}, {at::Float32MatmulPrecision::HIGH, "high"},
+      {at::Float32MatmulPrecision::MEDIUM, "medium"}};
+  std::cout << "serving: threads " << at::get_num_threads() << ", float32 matmul precision "
+            << precisions.at(at::globalContext().float32MatmulPrecision()) << ", inputs " << inside << std::endl;
   // Before the first call: the package's generated code reads it once per process.
   setenv("AOTI_RUNTIME_CHECK_INPUTS", "1", /*overwrite=*/0);
   c10::InferenceMode no_grad;
-  torch::inductor::AOTIModelPackageLoader loader(argv[1]);
-  call(loader, meta, 0);
-  call(loader, meta, 1);
+  try {
+    torch::inductor::AOTIModelPackageLoader loader(argv[1]);
+    call(loader, within, inside);
+    call(loader, beyond, outside);
+  } catch (const std::exception& e) {
+    std::string what = e.what();
+    std::cerr << "error: " << argv[1] << ": AOTInductor could not load it: " << what.substr(0, what.find('\n'))
+              << std::endl;
+    return 2;
+  }
   return 0;
 }

@@ -97,13 +97,14 @@ def render(tuned: Mapping[str, Any], target: str, *, source: str, label: str) ->
         header.append(f"{CHANGES_NUMERICS.upper()}: precision {precision} ({PRECISION_MEANING[precision]}); "
                       "carried below")
     header += _env_lines(block, target) + [f"note: {n}" for n in block.get("notes", [])]
-    lost = block["not_carried"]
+    lost, changes = block["not_carried"], block.get("changes_measured") or []
     if lost:
         header.append("NOT CARRIED: a run from this export differs from the measured config in:")
         header += _listed(lost)
+    elif changes:  # every setting is in it, and still a run through the tool is not the measured one
+        header.append("holds every setting of the measured config, but the tool runs it otherwise (below)")
     else:
         header.append("carries every setting of the measured config")
-    changes = block.get("changes_measured") or []
     if changes:
         header.append("CHANGES WHAT WAS MEASURED: the tool itself also sets:")
         header += _listed(changes)

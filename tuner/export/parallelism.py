@@ -10,6 +10,12 @@ Read from the tools' own code:
   ``accelerate launch`` starts many CPU processes only through mpirun (``mpirun_config``): without
   it a MULTI_CPU config runs one process. Under FSDP with ``mixed_precision: bf16`` it also casts
   the parameters (``MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=bf16)``) besides autocast.
+  Its ``fsdp2_prepare_model`` shards the root differently by release: up to 1.13 it ends with
+  ``fully_shard(model, **fsdp2_kwargs)``, so the root takes ``fsdp_reshard_after_forward`` too
+  (resharded after forward where it is true, gathered again as backward starts); from 1.14
+  (huggingface/accelerate#4015) the root gets fully_shard's default, kept gathered as measured, but
+  a Hugging Face model's input embeddings become a unit of their own with that setting, and the
+  last ``*Norm*`` child with the output layer another, kept gathered. The Trainer shards through it.
 - transformers 5.x ``TrainingArguments``: ``ddp_bucket_cap_mb``, ``ddp_find_unused_parameters``
   (left unset, the Trainer passes ``find_unused_parameters=True`` for a model that is not a
   ``PreTrainedModel``), ``fsdp``/``fsdp_config``; the processes come from the launcher.
@@ -34,6 +40,21 @@ from ._common import _lost, _View, launch_line
 ACCELERATE_DDP_DEFAULTS = {"bucket_cap_mb": 25, "find_unused_parameters": False, "gradient_as_bucket_view": False,
                            "static_graph": False, "broadcast_buffers": True}
 _FIND_BLOCKS = "tuner.find_block_classes(model) names it"
+#: The first accelerate release whose fsdp2_prepare_model leaves the root at fully_shard's default
+#: (tests/test_export.py checks the installed accelerate's against it).
+ACCELERATE_ROOT_KEPT = "1.14"
+#: torch's FSDPModule method, on the root alone: gathered after forward, as the measured run kept it.
+KEEP_ROOT_GATHERED = "model.set_reshard_after_forward(False, recurse=False)"
+_KEEP_EMBEDDINGS = ["embed = model.get_input_embeddings() if hasattr(model, 'get_input_embeddings') else None",
+                    "if hasattr(embed, 'set_reshard_after_forward'):  # a unit of its own (accelerate >= 1.14)",
+                    "    embed.set_reshard_after_forward(False)"]
+#: The Trainer prepares the model inside train(); a callback's on_train_begin runs after that, before
+#: the first forward, and gets the sharded root (FSDP2 shards in place, so it is the model passed in).
+TRAINER_KEEP_GATHERED = ["from transformers import TrainerCallback",
+                         "class KeepGathered(TrainerCallback):  # Trainer(..., callbacks=[KeepGathered()])",
+                         "    def on_train_begin(self, args, state, control, model=None, **kwargs):",
+                         f"        {KEEP_ROOT_GATHERED}",
+                         *(f"        {line}" for line in _KEEP_EMBEDDINGS)]
 
 
 def settings_of(c: _View) -> dict[str, Any] | None:
@@ -79,6 +100,39 @@ def _bf16_cast(c: _View, dp: dict[str, Any], tool: str) -> list[dict[str, Any]]:
                   "besides the autocast; the measured config ran autocast alone (float32 parameters and reductions)")]
 
 
+def _fsdp2_units(dp: dict[str, Any], tool: str, root_fix: list[str], embeddings_fix: list[str]
+                 ) -> list[dict[str, Any]]:
+    """What accelerate's ``fsdp2_prepare_model`` (so the Trainer too) shards otherwise than the measured
+    run, which sharded the blocks, then the root with fully_shard's default: kept gathered after
+    forward, since backward needs it at once (tuner/runtime/parallel_wrap.py: shard)."""
+    if dp["wrap"] != "fsdp2":
+        return []
+    changes = []
+    if dp["reshard_after_forward"]:
+        changes.append(_lost(
+            "root reshard_after_forward", True, f"before accelerate {ACCELERATE_ROOT_KEPT}, {tool} shards the root "
+            "last, with fully_shard(model, reshard_after_forward=True) (fsdp2_prepare_model passes it "
+            "fsdp_reshard_after_forward): "
+            "the root's parameters are freed after forward and all-gathered again as backward starts; the measured "
+            f"run kept them gathered (fully_shard's default for a root, which accelerate {ACCELERATE_ROOT_KEPT} and "
+            "later keep). Restore it with torch's FSDPModule.set_reshard_after_forward, a no-op where the root is "
+            "kept already", root_fix))
+        changes.append(_lost(
+            "input embeddings reshard_after_forward", True, f"from accelerate {ACCELERATE_ROOT_KEPT}, {tool} "
+            "shards a Hugging Face model's input embeddings (get_input_embeddings(), not tied to the output "
+            "layer) as a unit of their own with fsdp_reshard_after_forward: freed after forward and all-gathered "
+            "again in backward; the measured run had them in the root's unit, kept gathered"
+            + ("" if embeddings_fix else " (the lines under root reshard_after_forward keep them so too)"),
+            embeddings_fix))
+    changes.append(_lost(
+        "fsdp units", "+ the last *Norm* child with the output layer", f"from accelerate "
+        f"{ACCELERATE_ROOT_KEPT}, {tool} also shards the model's last direct child whose class name holds 'Norm' "
+        "(a Hugging Face model's: its base model's) with the output layer (get_output_embeddings()) as one more "
+        "unit, kept gathered after forward; the measured run had them in the root's unit: the same parameters "
+        "gathered, in one more all-gather and reduce-scatter a step"))
+    return changes
+
+
 def accelerate_parallelism(c: _View) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]],
                                                list[str]]:
     """``(config file keys and the Python line, not carried, changes, notes)`` for accelerate."""
@@ -116,7 +170,10 @@ def accelerate_parallelism(c: _View) -> tuple[dict[str, Any], list[dict[str, Any
                              [f"ACCELERATE_USE_CPU=true {launch_line(c)}"]))
     if c.nnodes > 1:
         notes.append("on each machine, add machine_rank (0 to machines - 1), main_process_ip and main_process_port")
-    return keys, lost, _bf16_cast(c, dp, "accelerate"), notes
+    prepared = "after model = accelerator.prepare(model)"
+    units = _fsdp2_units(dp, "accelerate", [f"{KEEP_ROOT_GATHERED}  # {prepared}"],
+                         [f"{_KEEP_EMBEDDINGS[0]}  # {prepared}", *_KEEP_EMBEDDINGS[1:]])
+    return keys, lost, _bf16_cast(c, dp, "accelerate") + units, notes
 
 
 def trainer_parallelism(c: _View) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
@@ -136,7 +193,9 @@ def trainer_parallelism(c: _View) -> tuple[dict[str, Any], list[dict[str, Any]],
         fsdp_config["transformer_layer_cls_to_wrap"] = [c.block_class]
     lost += _block_class_lost(c, "fsdp_config.transformer_layer_cls_to_wrap", "the Trainer")
     lost += _last_block_lost(dp, "the Trainer's fsdp_config has one reshard_after_forward for every wrapped layer")
-    return {"fsdp": True, "fsdp_config": fsdp_config}, lost, _bf16_cast(c, dp, "the Trainer (through accelerate)")
+    changes = _bf16_cast(c, dp, "the Trainer (through accelerate)")
+    changes += _fsdp2_units(dp, "the Trainer", TRAINER_KEEP_GATHERED, [])
+    return {"fsdp": True, "fsdp_config": fsdp_config}, lost, changes
 
 
 def torchtitan_parallelism(c: _View) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:

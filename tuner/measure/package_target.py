@@ -78,7 +78,13 @@ def cpu_target(level: str, flags: list[str] | None = None) -> tuple[dict[str, An
     flags = facts.cpu_flags() if flags is None else flags
     return options, {"isa_level": level, "vector_isa": vector, "vector_options": vector_options,
                      "required_flags": facts.required_flags(level, flags or [], vector_options), "flags": flags or [],
-                     "model": facts.cpu_model()}
+                     "model": facts.cpu_model(), **_levels()}
+
+
+def _levels() -> dict[str, Any]:
+    """Every x86-64 level with all the flags it needs, lowest first: a loader that holds no table of
+    its own (examples/serve_cpp) names the level to rebuild for from it."""
+    return {"levels": {name: facts.level_flags(name) for name in facts.LEVELS}} if facts.x86() else {}
 
 
 def gpu_record(device: str) -> dict[str, Any] | None:

@@ -43,7 +43,7 @@ META_FIELDS = {
     "threads": "the thread count it was measured with",
     "cpu_isa": "inductor's vector ISA for its kernels (avx2, avx512 ...); older loaders check only this",
     "cpu": "isa_level, vector_isa, vector_options, required_flags (what its code needs), flags (the build "
-           "CPU's, all of them), model",
+           "CPU's, all of them), model, levels (each x86-64 level's flags, for a loader with no table of its own)",
     "cuda": "capability, name and cuda (release) of the GPU it was built for; null on CPU",
     "tensors": "each top-level tensor input's dtype and example shape",
     "dims": "each varying dimension's [min, max]",
