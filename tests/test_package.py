@@ -144,6 +144,14 @@ CHANGED = {
     "fold_at_runtime": ({"fold_at_runtime": False}, "weights folded at build time"),
     "precision": ({"precision": "bf16"}, "precision bf16;"),
     "matmul_precision": ({"matmul_precision": "medium"}, "float32 matmul precision medium"),
+    "schema": ({"schema": 3}, "its record is schema 3, newer than this example reads (2)"),
+    "digests": ({"digests": {"members": {"a": "00", "b": "11"}, "weights": {}}}, "; 2 files digested"),
+    "toolchain": ({"toolchain": {"compiler": {"path": "/usr/bin/g++", "version": "12.2.0"},
+                                 "needs": {"glibc": "2.34", "glibcxx": "3.4.30"}}},
+                  "compiled by /usr/bin/g++ 12.2.0, needs GLIBCXX_3.4.30 and glibc 2.34"),
+    "target_verified": ({"target_verified": True}, "; target verified"),
+    "source": ({"source": {"best_config": "b.yaml", "best_config_sha256": "00", "commit": "0123456789abcdef"}},
+               "from commit 0123456789ab"),
 }
 
 

@@ -22,6 +22,7 @@ leader's beyond doubt (plain compile always runs: it is the yardstick).
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any, TypedDict
 
@@ -128,6 +129,24 @@ def confirm(finalists: list[CompileConfig], scoring: Scoring, measure: Callable[
     race.join([PLAIN_COMPILE, *finalists], cold=search_cold)
     race.run(round_fits)
     return race.final()  # type: ignore[return-value]
+
+
+def join_searched(race: Race, attrs: dict[str, Any] | None, scoring: Scoring, log=print) -> bool:
+    """The config a search trial just measured joins the run's race, that trial one of its
+    processes where it was timed as one (the race's share of the steps, eager beside it:
+    ``Race.join``), unless it failed, computed wrongly, ran over the memory bound or cannot win
+    (:func:`could_win`). Whether it joined."""
+    if (not attrs or attrs.get("status") != "ok" or not attrs.get("correct") or scoring.over_memory(attrs)
+            or not could_win(attrs, scoring) or attrs.get("duplicate_of") is not None):
+        return False
+    config = CompileConfig.from_dict(attrs["config"])
+    share = float(attrs.get("timing_share") or 1.0)
+    opened = {config.key(): dict(attrs)} if math.isclose(share, CONFIRM_TIMING_SHARE) else None
+    joined = race.join([config], opened=opened)
+    if joined:
+        log(f"  {config.describe()} joins the race (round {race.done + 1}): against eager and plain torch.compile, "
+            "its search trial one of its processes")
+    return bool(joined)
 
 
 def new_race(study, scoring: Scoring, tuner: Tuner, k: int, rounds: int, log=print,

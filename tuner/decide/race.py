@@ -237,9 +237,32 @@ class Race:
     def next_round_processes(self) -> int:
         """The processes the next round runs (what the ``--budget`` is asked to fit)."""
         alone = self._times_eager_alone(self.done)
-        return (round_processes(len(self.racing), self.heap_apart, self.paired, self.per_round, alone=alone)
-                - sum(self._taken(c.key(), self.done) for c in self.racing)
+        return (round_processes(0, self.heap_apart, self.paired, alone=alone)
+                + sum(self._processes_of(c.key()) - self._taken(c.key(), self.done) for c in self.racing)
                 - (self._taken(EAGER.key(), self.done) if alone else 0))
+
+    def _processes_of(self, key: str) -> int:
+        """A candidate's processes in the next round: :attr:`per_round`, or one for plain compile
+        once its own verdict is decided while candidates beyond it race. They are compared with
+        it through eager, and more of plain compile's processes narrow that comparison little
+        (with 6 of its processes against a joiner's 6, six more take 11 % off the variance of the
+        difference: the joiner's own processes are what it needs)."""
+        if key != PLAIN_COMPILE.key() or len(self.racing) < 2 or self.per_round <= 1:
+            return self.per_round
+        plain = next((c for c in self.decision.get("candidates") or [] if c.get("config") == PLAIN_COMPILE.to_dict()),
+                     None)
+        return 1 if plain and plain.get("zone") and self.done - self.joined[key] >= MIN_ROUNDS else self.per_round
+
+    def joiner_processes(self) -> tuple[int, int]:
+        """``(cold, warm)``: the processes a candidate joining after its search trial (one of its
+        own, cold) runs, with the rest of the race, until its first look (:data:`MIN_ROUNDS`
+        rounds): what the ``--budget`` keeps for it before a search trial starts."""
+        own = self.per_round * MIN_ROUNDS - 1
+        cold = COLD_COMPILES - 1
+        others = sum(self._processes_of(c.key()) for c in self.racing) * MIN_ROUNDS
+        alone = sum(round_processes(0, self.heap_apart, self.paired, alone=self._times_eager_alone(r))
+                    for r in range(self.done, self.done + MIN_ROUNDS))
+        return cold, own - cold + others + alone
 
     def looks_now(self) -> bool:
         """Whether the race looks after the round just run: at the race's look rounds
@@ -317,7 +340,7 @@ class Race:
         eager_alone = alone and not self._taken(EAGER.key(), r)
         plan = [*([eager] if eager_alone else []), *([self.records[AS_STARTED]] if self.heap_apart and alone else []),
                 *(self.records[c.key()] for i in range(self.per_round) for c in order
-                  if i < self.per_round - self._taken(c.key(), r)),
+                  if i < self._processes_of(c.key()) - self._taken(c.key(), r)),
                 *([] if self.paired else [eager])]
         for i, rec in enumerate(plan):
             kwargs: dict[str, Any] = {"heap": "default" if rec.key == AS_STARTED else None}

@@ -18,6 +18,7 @@ from typing import Any
 from ..core.config import BLOCKS, EAGER, PLAIN_COMPILE, CompileConfig
 from ..core.errors import StudyError
 from ..core.score import Scoring
+from ..space.moves import first_moves
 from ..space.search_space import SearchSpace
 from ..study import (
     ROLE_EAGER,
@@ -52,8 +53,10 @@ class Tuner:
     lines for the user go to ``log`` (default: this module's logger). ``warm_plain``: measure plain
     torch.compile's warm compile too (one short process from its cache): under a ``--budget`` it
     sizes what confirmation, whose trials compile warm, will cost. ``baseline_share``: the share
-    of the timing the baselines take; a run that races gives them its race's (the race's figures
-    decide, and plain compile's baseline trial is one of its processes: tuner/decide/race.py).
+    of the timing the baselines and the search trials take; a run that races gives them its
+    race's (the race's figures decide, and plain compile's baseline trial and each candidate's
+    search trial are race processes: tuner/decide/race.py). :attr:`last_measured` holds the
+    attributes of the last search trial this worker measured (what the run's race takes in).
     """
 
     def __init__(self, store: TrialStore, space: SearchSpace, settings: StudySettings, work_dir: Path,
@@ -71,6 +74,7 @@ class Tuner:
         self.baseline_share = baseline_share
         #: Why ``blocks`` configs are no longer searched (tuner/decide/dead_ends.py), once they are not.
         self._not_searched: str | None = None
+        self.last_measured: dict[str, Any] | None = None
 
     # -- measuring
 
@@ -139,7 +143,7 @@ class Tuner:
     def _interruptible(self, number: int, config: CompileConfig, label: str,
                        compile_budget_s: float | None = None) -> dict:
         warm = True if label == ROLE_PLAIN and self.warm_plain else None
-        share = self.baseline_share if label in (ROLE_EAGER, ROLE_PLAIN) else 1.0
+        share = self.baseline_share  # a search trial too: in a run that races, it is the candidate's first process
         try:
             return self.measure(config, label, compile_budget_s, warm=warm, timing_share=share)
         except KeyboardInterrupt:
@@ -321,7 +325,8 @@ class Tuner:
         first, every one, then of the best config so far.
 
         With a budget of a handful of trials, TPE would spend them all on its random start-up;
-        changing one dimension at a time (target first, then backend, mode, dynamic, the options)
+        changing one dimension at a time (the moves measured to win on workloads like this one
+        first: tuner/space/moves.yaml; then target, backend, mode, dynamic, the options)
         finds the settings that matter in few trials, and TPE learns from these trials like from
         any other. Plain compile's every neighbour comes first because one measurement is noisy
         (10-20 % between processes, more than good configs differ): a walk that moved to the
@@ -335,7 +340,9 @@ class Tuner:
         plain = [t for t in done if t.user_attrs.get("role") == ROLE_PLAIN]
         best = min(done, key=lambda t: t.value)
         for base in [*plain[:1], best]:
-            for neighbour in self.space.neighbours(CompileConfig.from_dict(base.user_attrs["config"])):
+            config = CompileConfig.from_dict(base.user_attrs["config"])
+            for neighbour in first_moves(config, self.space.neighbours(config), self.settings.task,
+                                         self.settings.device):
                 if neighbour.key() in unmeasured:
                     return neighbour
         return None
@@ -350,8 +357,9 @@ class Tuner:
         with self.store.heartbeat(trial.number, self.settings.heartbeat_s):
             config = self.space.suggest(trial)
             key = config.key()
-            if self._not_searched and config.target == BLOCKS:
-                trial.set_user_attr("not_searched", self._not_searched)
+            skip = (self._not_searched if config.target == BLOCKS else None) or self.space.pointless(config)
+            if skip:
+                trial.set_user_attr("not_searched", skip)
                 self.study.tell(trial, state=TrialState.PRUNED)
                 return False
             for name, value in (("role", ROLE_SEARCH), ("config_key", key), ("config_label", config.describe()),
@@ -379,6 +387,7 @@ class Tuner:
             total = attrs["total_time_s"] if attrs["status"] == "ok" else None
             if self._finish(trial.number, attrs, total, pruned=attrs["status"] == "pruned"):
                 run.measured += 1
+                self.last_measured = attrs
                 self.on_trial(attrs)
             return True
 

@@ -285,7 +285,27 @@ def _race_facts(decision: dict, study) -> dict[str, Any]:
     first = study.user_attrs.get("first_answer") or {}
     if first.get("elapsed_s") is not None:  # when the run's first decided answer was written
         facts["first_answer_s"] = first["elapsed_s"]
+    facts["search"] = search_coverage(study, decision)
+    beyond = decision.get("beyond_plain")
+    if beyond:  # the best config beyond plain compile, against plain compile (tuner/decide/against_plain.py)
+        facts["beyond_plain"] = {k: beyond.get(k) for k in ("config_label", "zone", "saving_s", "saving_interval_s",
+                                                            "speedup", "speedup_interval", "margin_s", "dropped")
+                                 if beyond.get(k) is not None}
+        if decision.get("beyond_plain_most_s") is not None:
+            facts["beyond_plain"]["most_any_saves_s"] = decision["beyond_plain_most_s"]
     return facts
+
+
+def search_coverage(study, decision: dict | None = None) -> dict[str, Any]:
+    """What the search covered: the configs measured (plain compile and the search's, not eager),
+    of the space's, and how many raced against plain compile in fresh processes."""
+    searched = {t.user_attrs.get("config_key") for t in measured_trials(study)
+                if t.user_attrs.get("role") != ROLE_EAGER and t.user_attrs.get("config_key")}
+    raced = [c for c in (decision or {}).get("candidates") or [] if c.get("config") and c["config"] != EAGER.to_dict()]
+    out: dict[str, Any] = {"configs_searched": len(searched), "configs_raced": len(raced)}
+    if study.user_attrs.get("space_configs"):
+        out["configs_in_space"] = study.user_attrs["space_configs"]
+    return out
 
 
 def _rounded(d: dict) -> dict:

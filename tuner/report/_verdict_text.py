@@ -279,6 +279,7 @@ def _confirmed_facts(m: dict) -> list[tuple[str, str, str]]:
                       f"{float(m['saving_s']):+.1f} s {_between(s_lo, s_hi, _signed)}",
                       f"tie margin {float(m.get('tie_margin') or 0):.0%} of eager's total either way"
                       + ZONE_WORDS.get(str(m.get("zone")), "")))
+    facts += _against_plain_facts(m)
     machine = m.get("machine") or {}
     if machine.get("crowded"):
         facts.append(("machine", f"{machine['crowded']} of {machine['processes']} processes crowded",
@@ -288,6 +289,27 @@ def _confirmed_facts(m: dict) -> list[tuple[str, str, str]]:
         g_lo, g_hi = m.get("heap_gain_interval") or (None, None)
         facts.append(("pin the heap", f"eager {ratio(m['heap_gain'])} as fast pinned {_between(g_lo, g_hi, ratio)}",
                       "glibc malloc's thresholds, its own gain, not compile's: apply_config pins it for every verdict"))
+    return facts
+
+
+def _against_plain_facts(m: dict) -> list[tuple[str, str, str]]:
+    """What the search covered, and the best config beyond plain compile against it: its saving
+    over plain compile with the compile costs' difference, its interval and its zone."""
+    search, beyond = m.get("search") or {}, m.get("beyond_plain") or {}
+    facts = []
+    if search.get("configs_searched"):
+        of = f" of {search['configs_in_space']}" if search.get("configs_in_space") else ""
+        facts.append(("search", f"{search['configs_searched']}{of} configs measured",
+                      f"{search.get('configs_raced', 0)} raced in fresh processes (plain torch.compile included)"))
+    if number(beyond.get("saving_s")):
+        lo, hi = beyond.get("saving_interval_s") or (None, None)
+        zone = {"beats": "beats it", "ties": "ties it (the simpler plain torch.compile is as good)",
+                "slower": "slower than it"}.get(str(beyond.get("zone")), "not decided against it")
+        saving = f"{float(beyond['saving_s']):+.1f} s"
+        facts.append(("best beyond plain compile", f"{text(beyond.get('config_label'))}: {saving} "
+                      f"over plain torch.compile {_between(lo, hi, _signed)}",
+                      f"{ratio(beyond.get('speedup'))} plain's steps, compile costs included; {zone}"
+                      + (f"; stopped racing: {text(beyond['dropped'])}" if beyond.get("dropped") else "")))
     return facts
 
 
@@ -320,4 +342,28 @@ def answer_line(tuned) -> str:
     # a part the run did not record is left out, not written as an empty ", ,"
     where = ", ".join(part for part in (threads and f"{threads} thread(s)", torch and f"torch {torch}",
                                         text(on.get("cpu") or on.get("host"))) if part)
-    return f"{head}{figure}; holds at {where or 'a machine the run did not record'}"
+    covered = search_words(m)
+    return f"{head}{figure}{'; ' + covered if covered else ''}; holds at {where or 'a machine the run did not record'}"
+
+
+def search_words(m: dict) -> str:
+    """What the search covered and how the best config beyond plain compile stands against it:
+    ``searched 7 of 16 configs; best beyond plain: +optimizer, 1.12x plain's steps (1.08x-1.16x),
+    beats plain``, or ``none beats plain by more than 12.0 s (95%)``."""
+    search = m.get("search") or {}
+    if not search.get("configs_searched"):
+        return ""
+    of = f" of {search['configs_in_space']}" if search.get("configs_in_space") else ""
+    words = f"searched {search['configs_searched']}{of} configs"
+    beyond = m.get("beyond_plain") or {}
+    if not beyond.get("config_label"):
+        return words
+    low, high = beyond.get("speedup_interval") or (None, None)
+    zone = {"beats": "beats plain", "ties": "ties plain", "slower": "slower than plain"}.get(
+        beyond.get("zone") or "", "undecided against plain")
+    words += (f"; best beyond plain: {beyond['config_label']}, {ratio(beyond['speedup'])} plain's steps "
+              f"{_between(low, high, ratio)}, {zone}")
+    most = number(beyond.get("most_any_saves_s"))
+    if beyond.get("zone") != "beats" and most is not None:
+        words += f"; none saves more than {max(0.0, most):.1f} s over plain"
+    return words

@@ -57,10 +57,13 @@ WARM_START_PROCESSES = {"infer": 3, "train": 1}
 #: README's warm-start row); on a GPU, tracing is a larger share. 0.35 stays above all of them.
 WARM_COMPILE_SHARE = 0.35
 
-def trial_walls(trials: Iterable[Any]) -> tuple[list[float], list[float], list[float], list[float]]:
+def trial_walls(trials: Iterable[Any], search_share: float = 1.0
+                ) -> tuple[list[float], list[float], list[float], list[float]]:
     """``(every trial, compiled trials, confirmation trials, cold confirmation trials)``: wall
-    seconds of the trials measured so far (Optuna trials or anything with ``user_attrs``), and what
-    a confirmation trial of each compiled one would take, warm and in the first (cold) round.
+    seconds of the trials measured so far (Optuna trials or anything with ``user_attrs``), as a
+    search trial timing ``search_share`` of the steps would take them (a run that races times its
+    search trials as race processes), and what a confirmation trial of each compiled one would
+    take, warm and in the first (cold) round.
     A trial's time includes its warm-compile process when it had one;
     failed and pruned trials count too (they cost time as well). Repeats and interrupted trials
     are left out: they copy or lost another trial's figures."""
@@ -69,7 +72,7 @@ def trial_walls(trials: Iterable[Any]) -> tuple[list[float], list[float], list[f
     every, compiled, confirming, cold = [], [], [], []
     for a in measured:
         wall = float(a["trial_wall_s"]) + float(a.get("warm_compile_wall_s") or 0.0)
-        whole = wall + timed_s(a) * (1 / _share(a) - 1)  # a search trial times it all
+        whole = wall + timed_s(a) * (search_share / _share(a) - 1)
         every.append(whole)
         if a.get("role") != Role.EAGER:
             compiled.append(whole)
@@ -170,16 +173,20 @@ class Plan:
         confirming = opts.objective == "time" and opts.confirm_rounds > 0
         # the race pairs its processes where the heap is pinned or on a GPU (tuner/decide/confirm.py)
         paired = opts.heap == HEAP_PINNED or str(opts.device).startswith("cuda")
+        # a run that races times its search trials as race processes (tuner/run/phases.py)
+        races = confirming and opts.confirm > 0
         return cls.from_trials(trials, confirm=opts.confirm if confirming else 0, warm_start=opts.warm_start,
-                               task=opts.task, per_round=PAIRED_PER_ROUND if paired else 1)
+                               task=opts.task, per_round=PAIRED_PER_ROUND if paired else 1,
+                               search_share=CONFIRM_TIMING_SHARE if races else 1.0)
 
     @classmethod
     def from_trials(cls, trials: Iterable[Any], confirm: int = 0, warm_start: bool = False,
-                    task: str = "infer", per_round: int = 1) -> Plan:
+                    task: str = "infer", per_round: int = 1, search_share: float = 1.0) -> Plan:
         """``confirm``: finalists confirmation will re-measure (0 when it is off); ``per_round``:
-        each candidate's processes in a round (:data:`PAIRED_PER_ROUND` where the race pairs them)."""
+        each candidate's processes in a round (:data:`PAIRED_PER_ROUND` where the race pairs them);
+        ``search_share``: the share of the steps a search trial times."""
         trials = list(trials)
-        every, compiled, confirming, cold = trial_walls(trials)
+        every, compiled, confirming, cold = trial_walls(trials, search_share)
         eager = [confirm_trial_wall(t.user_attrs) for t in trials if t.user_attrs.get("role") == Role.EAGER
                  and t.user_attrs.get("trial_wall_s") is not None]
         measured = _measured(trials)
@@ -243,9 +250,26 @@ class Plan:
             return self.reserve_s
         return max(self.reserve_s, CONFIRM_BUDGET_SHARE * budget_s - raced_s + self.warm_start_s + self.output_s)
 
-    def search_trial_fits(self, left_s: float, budget_s: float | None = None, raced_s: float = 0.0) -> bool:
-        """Whether one more search trial and what must follow it fit in ``left_s`` of ``budget_s``."""
-        return (self.trial_s or 0.0) + self.search_reserve_s(budget_s, raced_s) <= left_s
+    def search_trial_fits(self, left_s: float, budget_s: float | None = None, raced_s: float = 0.0,
+                          joiner: tuple[int, int] | None = None) -> bool:
+        """Whether one more search trial and what must follow it fit in ``left_s`` of ``budget_s``.
+        ``joiner``: where the run's race has decided an answer, the ``(cold, warm)`` processes the
+        trial's config would run with the race until its first look (``Race.joiner_processes``):
+        that, the warm start and the outputs are all that must follow, priced from the race's
+        state (plain compile warm, no eager alone after the first rounds, the candidates that
+        really race). Before it, the worst case and a share of the budget for the race
+        (:meth:`search_reserve_s`): the zoo's GPT-2 training at --budget 10m reserved more than the
+        whole budget that way, and 13 of 14 runs of measurement 12 searched nothing."""
+        if joiner is None:
+            return (self.trial_s or 0.0) + self.search_reserve_s(budget_s, raced_s) <= left_s
+        return (self.trial_s or 0.0) + self.joiner_s(*joiner) + self.warm_start_s + self.output_s <= left_s
+
+    def joiner_s(self, cold: int, warm: int) -> float:
+        """``cold`` cold and ``warm`` warm confirmation processes, widened by what the estimates
+        have missed by (:data:`CONFIRM_RESERVE_MARGIN`)."""
+        cold_s = self.confirm_cold_trial_s if self.confirm_cold_trial_s is not None else self.compiled_s
+        warm_s = self.confirm_trial_s if self.confirm_trial_s is not None else self.compiled_s
+        return CONFIRM_RESERVE_MARGIN * (cold * cold_s + warm * warm_s)
 
     def warm_after_cold(self, each_s: float, trials: int) -> float:
         """A confirmation trial of a later round, from ``each_s`` measured in the first, whose

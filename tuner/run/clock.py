@@ -93,9 +93,11 @@ class RunClock:
         if phase not in self.skipped:
             self.skipped.append(phase)
 
-    def search_trial_fits(self) -> bool:
-        """Whether one more search trial and the reserve for what follows fit in the budget."""
-        return self.plan().search_trial_fits(self.left(), self.budget_s, self.phase_seconds().get("confirmation", 0.0))
+    def search_trial_fits(self, joiner: tuple[int, int] | None = None) -> bool:
+        """Whether one more search trial and the reserve for what follows fit in the budget
+        (``joiner``: see ``Plan.search_trial_fits``)."""
+        return self.plan().search_trial_fits(self.left(), self.budget_s, self.phase_seconds().get("confirmation", 0.0),
+                                             joiner)
 
     def round_fits(self, trials: int, ran: int | None) -> bool:
         """Whether one more confirmation round of ``trials`` trials fits in the budget. ``ran``: the

@@ -16,7 +16,7 @@ from typing import Any
 from ..core.config import TunedConfig
 from ..core.durations import BUDGET_ATTR, BUDGET_RAN_OUT, PHASE_ATTR, budget_line, format_duration, time_line
 from ..core.errors import TunerError
-from ..decide.confirm import CONFIRM_TIMING_SHARE, confirm_finalists, open_race
+from ..decide.confirm import CONFIRM_TIMING_SHARE, confirm_finalists, join_searched, open_race
 from ..decide.race import Race
 from ..decide.search import Tuner
 from ..decide.verdict import SKIPPED_ATTR, pick_best
@@ -132,6 +132,7 @@ class Run:
     def _announce(self) -> None:
         opts, space, log = self.opts, self.space, self.log
         self.study.set_user_attr("command", scrub(" ".join(opts.argv), self.storage) if opts.argv else "")
+        self.study.set_user_attr("space_configs", len(space.configs()))  # what "searched N of M" counts against
         machines = f" on {opts.nnodes} machines" if opts.nnodes > 1 else ""
         ranks = f"{opts.world} ranks{machines} ({opts.data_parallel}) x " if opts.world > 1 else ""
         log(f"compile-tune: {self.workload.name} ({opts.task}) on {self.device}, {ranks}{self.threads} thread(s); "
@@ -213,7 +214,7 @@ class Run:
                 run_workers(opts, self.device, tuner, run, self.progress, lanes)
             return
         with clock.phase("search"):
-            tuner.search(run.scoring, run, fits=clock.search_trial_fits if clock.bounded else None,
+            tuner.search(run.scoring, run, fits=self._search_trial_fits if clock.bounded else None,
                          between=self._race_between)
         self.searched = True
         with clock.phase("baselines"):
@@ -231,19 +232,35 @@ class Run:
                                   tie_margin=opts.tie_margin, on_look=self._answer_so_far)
 
     def _race_between(self) -> None:
-        """An opening that did not decide takes a round between two search trials while its last
-        look says the race's rounds can decide it: a close call (the zoo's BERT server, 1.04x) is
-        answered during the search, not after it, and the search goes on meanwhile."""
+        """After each search trial: the config it measured joins the race at once, its trial one
+        of its processes (:func:`~tuner.decide.confirm.join_searched`), and the race takes a round
+        while it is not settled, so a candidate is decided against eager and plain compile during
+        the search, not after it. While ``--confirm`` candidates beyond plain compile are open
+        against it, the race runs on before the next search trial: the search proposes no more
+        than the race can decide."""
         race, clock = self.race, self.clock
-        if race is None or not race.promising():
+        if race is None:
             return
+        joined = join_searched(race, self.tuner.last_measured, self.run.scoring, self.log)
+        if not (joined or race.promising()):
+            return
+        fits = clock.round_fits if clock.bounded else None
         with clock.aside("confirmation"):
             try:
-                race.run(clock.round_fits if clock.bounded else None, until=race.done + 1)
+                race.run(fits, until=race.done + 1)
+                while race.undecided_beyond_plain() >= max(1, self.opts.confirm) and race.promising():
+                    race.run(fits, until=race.done + 1)
             except Exception as exc:  # noqa: BLE001 - the search goes on; confirmation races after it
                 self.log(f"  the race failed ({type(exc).__name__}: {exc}".splitlines()[0][:300]
                          + "); the search goes on")
                 self.race = None
+
+    def _search_trial_fits(self) -> bool:
+        """Whether a search trial and what must follow it fit: where the race has an answer, its
+        trial's config joining the race (priced from the race's state), else the worst case."""
+        race = self.race
+        joiner = race.joiner_processes() if race is not None and race.answer else None
+        return self.clock.search_trial_fits(joiner)
 
     def _answer_so_far(self, decision: dict) -> None:
         """A look decided: best_config.yaml and the reports now hold this answer, whatever stops
@@ -267,7 +284,7 @@ class Run:
         unmeasured = {c.key() for c in self.space.configs()} - set(self.tuner.measured_by_key())
         left = min(max(0, self.opts.trials - self.tuner.search_done()), len(unmeasured))
         if left and not (self.run.exhausted or self.searched):
-            if self.clock.bounded and not self.clock.search_trial_fits():
+            if self.clock.bounded and not self._search_trial_fits():
                 return (f"{left} config(s) left unsearched: a search trial and the race round that would confirm "
                         f"it do not fit in the {format_duration(max(0.0, self.clock.left()))} left of the --budget")
             return f"searching up to {left} more config(s)"

@@ -51,6 +51,9 @@ CUDA_ONLY_MODES = {"reduce-overhead", "max-autotune"}
 #: Inductor options that change Triton (GPU) code only; on a CPU every choice compiles the same.
 CUDA_ONLY_OPTION_PREFIXES = ("triton.", "cuda.")
 CUDA_ONLY_OPTIONS = {"coordinate_descent_tuning"}
+#: Why max-autotune is not searched on a CPU without frozen weights (:meth:`SearchSpace.pointless`).
+CPU_AUTOTUNE_NEEDS_FREEZING = ("max-autotune without freezing on a CPU: its C++ GEMM templates need frozen weights, "
+                               "so it compiles default's kernels")
 #: Which GEMM backends max-autotune compares: ATEN and CPP are the CPU's, the others GPU ones.
 GEMM_BACKENDS = "max_autotune_gemm_backends"
 INFERENCE_ONLY_OPTIONS = {"freezing"}
@@ -92,6 +95,19 @@ class SearchSpace:
     """``ddp`` or ``fsdp2`` on many ranks, else None."""
     reasons: dict[str, str] = field(default_factory=dict)
     """Why :meth:`restrict` added a dimension (``dynamo.recompile_limit`` -> why), for ``compile-tune space``."""
+    device: str = ""
+    """The device :meth:`restrict` fitted the space to (what :meth:`pointless` judges by)."""
+
+    def pointless(self, cfg: CompileConfig) -> str | None:
+        """Why ``cfg`` cannot differ from a config already in the space on this device, or None.
+        On a CPU, max-autotune's only search is inductor's C++ GEMM templates, which run only with
+        constant (frozen) weights: without ``freezing`` no autotune ran and the kernels were
+        default's (../shared/TORCH_COMPILE_FACTS.md, measured on this machine's torch 2.13). The
+        zoo's ViT-B/16 raced exactly such a config as its only finalist (measurement 12)."""
+        if self.device.startswith("cuda") or cfg.backend != "inductor" or not str(cfg.mode or "").startswith(
+                "max-autotune") or cfg.options.get("freezing"):
+            return None
+        return CPU_AUTOTUNE_NEEDS_FREEZING
 
     def suggest(self, trial) -> CompileConfig:
         """Ask an Optuna trial for one config; mode and options only exist under inductor."""
@@ -162,7 +178,7 @@ class SearchSpace:
         out: dict[str, CompileConfig] = {base.key(): base}
         for changed in map(self._fit, self._neighbours(base)):
             out.setdefault(changed.key(), changed)
-        return list(out.values())[1:]
+        return [c for c in list(out.values())[1:] if self.pointless(c) is None]
 
     def _neighbours(self, base: CompileConfig) -> list[CompileConfig]:
         out: list[CompileConfig] = []
@@ -223,7 +239,7 @@ class SearchSpace:
                         dynamo_sets, self.precision, dp_dims.combinations(self.data_parallel, self.wrap)):
                     with_dynamo = self._fit(replace(cfg, dynamo=dynamo, precision=precision, data_parallel=dp))
                     seen.setdefault(with_dynamo.key(), with_dynamo)
-        return list(seen.values())
+        return [c for c in seen.values() if self.pointless(c) is None]
 
     def restrict(self, *, device: str, task: str, has_blocks: bool, varying_dims: dict | None = None,
                  shapes: int = 1, allow_precision_change: bool = False, blocks_note: str = "",
@@ -237,9 +253,18 @@ class SearchSpace:
         ``blocks_note``: why the model has no block (``targets.find_blocks``), for the drop of ``blocks``.
         ``data_parallel`` (``--data-parallel``): search that wrap's settings too, each with its reason."""
         cuda = device.startswith("cuda")
+        self.device = device
         if not cuda:
             self._drop("backend", CUDA_ONLY_BACKENDS, "needs CUDA")
             self._drop("mode", CUDA_ONLY_MODES, "needs CUDA (same as another choice on CPU)")
+            autotune = {m for m in self.mode if str(m).startswith("max-autotune")}
+            if autotune and (task == "train" or True not in self.options.get("freezing", [])):
+                # every such config would be pointless: drop the mode itself (its configs leave the space)
+                self._drop("mode", autotune, CPU_AUTOTUNE_NEEDS_FREEZING.split(": ", 1)[1]
+                           + (" (training never freezes)" if task == "train" else " (freezing is not searched)"))
+            elif autotune:
+                self.skipped.append(f"mode={'/'.join(sorted(autotune))} without freezing: "
+                                    + CPU_AUTOTUNE_NEEDS_FREEZING.split(": ", 1)[1])
             for name in [n for n in self.options if n.startswith(CUDA_ONLY_OPTION_PREFIXES) or n in CUDA_ONLY_OPTIONS]:
                 self.skipped.append(f"options.{name}: needs CUDA (changes GPU code only)")
                 del self.options[name]
