@@ -52,30 +52,29 @@ def run_on_fake_clock(tmp_path, workloads, spaces, monkeypatch, budget_s, speedu
 
 
 def test_a_budget_cuts_the_search_and_the_confirmation_and_says_so(tmp_path, workloads, spaces, monkeypatch):
-    # Baselines take 20 s. The race opens at once: 2 rounds of 5 processes (eager alone, eager as
-    # started, plain compile 3 times paired; 2.6 s each), less the first round's eager alone (eager's
-    # baseline trial): 23.4 s, and its look at round 2 says a 2 %
-    # lead measured at +-30 % needs far more rounds than the race has, so the search starts and
-    # takes no rounds between its trials. The search leaves the finalist's one paired round (8
-    # processes, 20.8 s, its first compiles cold) and half the budget to the race less what it has
-    # had: 2 of 8 search trials (10 s each). The finalist joins: two rounds of 6 processes (plain
-    # compile and the finalist 3 times each; eager alone only in the first look's rounds) fit, a
-    # third (15.6 s and 5 s of outputs, in the 18 s left) does not; no look decided.
+    # Baselines take 20 s. The race opens at once: its look at round 2 says a 2 % lead measured at
+    # +-30 % needs far more rounds than the race has, so the search starts. Its first trial's config
+    # joins the race at once (that trial one of its processes) and the race takes a round; the
+    # opening decided nothing, so the search leaves the worst case's reserve and half the budget to
+    # the race: no second trial fits. The joiner is dropped after its own two rounds (its comparison
+    # with plain compile needs more rounds than the race has) and plain compile races on alone until
+    # a round does not fit: 30 processes of 2.6 s, no look decided.
     result, best, study, lines = run_on_fake_clock(tmp_path, workloads, spaces, monkeypatch, 115.0)
     record = study.user_attrs[BUDGET_ATTR]
-    assert record["cut_short"] == {"search": "2 of 8 trials", "confirmation": "4 of 18 rounds"}
-    assert best["measured"]["confirmed"] is True and best["measured"]["confirm_cut_short"] == "4 of 18 rounds"
+    assert record["cut_short"] == {"search": "1 of 8 trials", "confirmation": "7 of 18 rounds"}
+    assert best["measured"]["confirmed"] is True and best["measured"]["confirm_cut_short"] == "7 of 18 rounds"
     assert best["verdict"] == "undecided"
-    note = "budget 1m 55s: used 1m 35s; cut short: search (2 of 8 trials), confirmation (4 of 18 rounds)"
+    assert any(line.strip().startswith("whole/eager joins the race (round 3)") for line in lines), lines
+    note = "budget 1m 55s: used 1m 48s; cut short: search (1 of 8 trials), confirmation (7 of 18 rounds)"
     assert note in result.run.notes, result.run.notes
     phases = study.user_attrs[PHASE_ATTR]
-    assert phases["baselines"] == 20.0 and phases["search"] == 20.0
-    assert phases["confirmation"] == pytest.approx((2 * 5 - 1 + 2 * 6) * CONFIRM_WALL, abs=1e-3)
-    assert result.timing.startswith("time: baselines 20 s, search 20 s, confirmation 55 s"), result.timing
-    assert "total 1m 35s" in result.timing, result.timing
+    assert phases["baselines"] == 20.0 and phases["search"] == 10.0
+    assert phases["confirmation"] == pytest.approx(30 * CONFIRM_WALL, abs=1e-3)
+    assert result.timing.startswith("time: baselines 20 s, search 10 s, confirmation 1m 18s"), result.timing
+    assert "total 1m 48s" in result.timing, result.timing
     report = (tmp_path / "out" / "report.md").read_text()
-    assert "Where the run's time went" in report and "cut short: search (2 of 8 trials)" in report
-    assert "Confirmation was cut short by the --budget (4 of 18 rounds)" in report
+    assert "Where the run's time went" in report and "cut short: search (1 of 8 trials)" in report
+    assert "Confirmation was cut short by the --budget (7 of 18 rounds)" in report
 
 
 @pytest.mark.parametrize("budget_s, follows", [

@@ -1,6 +1,7 @@
 """The order the search measures configs in: every one-setting change of plain torch.compile
 first, then changes of the best so far. The trials' measurements are canned (the search loop is
 under test here, not the measuring): a config's speedup is a number this test chooses."""
+import re
 from pathlib import Path
 
 from tuner.core.config import CompileConfig
@@ -59,16 +60,37 @@ def search(tmp_path: Path, trials: int) -> list[str]:
 
 
 def test_every_change_of_plain_compile_is_measured_before_the_walk_moves_on(tmp_path):
-    order = search(tmp_path, trials=4)
+    order = search(tmp_path, trials=3)
     assert order[:2] == ["eager (no compile)", "whole/inductor/default"]
-    assert set(order[2:]) == {"whole/aot_eager", "whole/inductor/max-autotune-no-cudagraphs",
-                              "whole/inductor/default freezing=True", "whole/inductor/default cpp_wrapper=True"}, (
-        "max-autotune timing faster first does not leave cpp_wrapper untried")
+    # the measured moves first (tuner/space/moves.yaml: cpp_wrapper, then freezing on a CPU for
+    # inference), then the space's own order; max-autotune without freezing is not searched on a CPU
+    assert order[2:] == ["whole/inductor/default cpp_wrapper=True", "whole/inductor/default freezing=True",
+                         "whole/aot_eager"], order
 
 
 def test_then_the_walk_changes_the_best_config_one_setting_at_a_time(tmp_path):
-    order = search(tmp_path, trials=5)
-    assert order[-1] == "whole/inductor/max-autotune-no-cudagraphs cpp_wrapper=True", order
+    order = search(tmp_path, trials=4)
+    assert order[-1] == "whole/inductor/default cpp_wrapper=True freezing=True", order
+    assert not any(label.startswith("whole/inductor/max-autotune") and "freezing" not in label for label in order)
+
+
+def test_a_training_run_tries_the_optimizer_step_first_and_no_cpu_autotune():
+    from tuner.space.moves import first_moves
+
+    space = load_space("default").restrict(device="cpu", task="train", has_blocks=False)
+    plain = CompileConfig()
+    order = [c.describe() for c in first_moves(plain, space.neighbours(plain), "train", "cpu")]
+    assert order[0] == "whole/inductor/default +optimizer", order  # measured: docs/zoo.md measurement 8
+    assert not any("max-autotune" in label for label in order) and "max-autotune-no-cudagraphs" not in space.mode
+    assert any(note.startswith("mode=max-autotune-no-cudagraphs: ") and "training never freezes" in note
+               for note in space.skipped), space.skipped
+
+
+def test_every_measured_move_names_its_measurement():
+    from tuner.space.moves import measured_moves
+
+    moves = measured_moves()
+    assert moves and all(re.search(r"\b[0-9a-f]{7}\b", m.measured) for m in moves), "each row names a commit"
 
 
 BLOCKS_SPACE = """
@@ -107,7 +129,8 @@ def test_a_regional_trial_that_compiled_nothing_ends_the_search_of_blocks(tmp_pa
     tuner.search(scoring, run)
     regional = [label for label in tuner.order if label.startswith("blocks")]
     assert len(regional) == 1, tuner.order  # the first one, never a second
-    assert len([label for label in tuner.order if label.startswith("whole")]) >= 8  # the trials went elsewhere
+    # the trials went elsewhere: every whole config of the space (max-autotune only with freezing on a CPU)
+    assert len([label for label in tuner.order if label.startswith("whole")]) >= 6
     assert any(n.startswith("target=blocks is not searched further: trial ") and "compiled nothing" in n
                for n in run.notes), run.notes
     first = next(t for t in store.study.get_trials() if t.user_attrs.get("config_label", "").startswith("blocks")

@@ -207,7 +207,8 @@ for run in ("first", "second"):
 def test_an_opening_that_did_not_decide_at_its_first_look_races_on_before_the_search(tmp_path, workloads,
                                                                                        monkeypatch):
     """A close call: the first look does not decide, it says the race's rounds would, and the race
-    takes them before the search (it used to stop after 3 rounds), so the first answer comes first."""
+    takes them before the search, so the first answer comes first; then each searched config joins
+    the race."""
     labels, noise = [], iter([1.04, 0.96, 1.0] * 200)
 
     def measure(self, config, label="trial", compile_budget_s=None, warm=True, reuse_cache=False, timing_share=1.0,
@@ -225,7 +226,9 @@ def test_an_opening_that_did_not_decide_at_its_first_look_races_on_before_the_se
     searched = [i for i, label in enumerate(labels) if label.startswith("trial-")]
     raced = {int(label.split("-")[1]) for label in labels[searched[0]:searched[-1]] if label.startswith("confirm-")}
     opening = {int(label.split("-")[1]) for label in labels[:searched[0]] if label.startswith("confirm-")}
-    assert max(opening) >= 3 and not raced, (labels, lines)  # past the old 3-round opening, none in the search
+    assert max(opening) >= 2, (labels, lines)  # past its first look (round 2), before the search
+    # the searched configs join the same race between search trials (their rounds are theirs)
+    assert raced and any(line.strip().endswith("its search trial one of its processes") for line in lines), lines
     # the answer came before the search, and said the search follows
     so_far = [i for i, line in enumerate(lines) if line.startswith("so far:")]
     finalists = next(i for i, line in enumerate(lines) if line.startswith("confirming "))

@@ -254,8 +254,9 @@ def confirm_finalists(study, scoring: Scoring, tuner: Tuner, k: int, rounds: int
         race.take_eager_baseline(_eager_baseline(study))
     race.finalist_keys = keys
     joined = race.join(finalists)
-    log(f"confirming {len(joined)} finalist(s) against eager and plain torch.compile: fresh processes, "
-        f"round by round until decided (at most {rounds} rounds of the race; {race.done} run) ...")
+    log(f"confirming {len(joined)} more finalist(s) against eager and plain torch.compile ({len(race.racing)} "
+        f"racing): fresh processes, round by round until decided (at most {rounds} rounds of the race; "
+        f"{race.done} run) ...")
     try:
         race.run(round_fits)
         decision = dict(race.final())

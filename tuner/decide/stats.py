@@ -350,7 +350,8 @@ def decide(savings: dict[str, Interval], margin_s: float) -> Call:
     if not savings:
         return Call("stay_eager", None, "no candidate")
     zones = {k: zone(s, margin_s) for k, s in savings.items()}
-    leader = max(savings, key=lambda k: savings[k].estimate)
+    # one with an interval leads one without (a candidate a round in: its estimate is one round's luck)
+    leader = max(savings, key=lambda k: (math.isfinite(savings[k].low), savings[k].estimate))
     proven = [k for k, z in zones.items() if z == "compile"]
     if proven:
         best = max(proven, key=lambda k: savings[k].estimate)

@@ -104,7 +104,7 @@ class SearchSpace:
         constant (frozen) weights: without ``freezing`` no autotune ran and the kernels were
         default's (../shared/TORCH_COMPILE_FACTS.md, measured on this machine's torch 2.13). The
         zoo's ViT-B/16 raced exactly such a config as its only finalist (measurement 12)."""
-        if self.device.startswith("cuda") or cfg.backend != "inductor" or not str(cfg.mode or "").startswith(
+        if not self.device.startswith("cpu") or cfg.backend != "inductor" or not str(cfg.mode or "").startswith(
                 "max-autotune") or cfg.options.get("freezing"):
             return None
         return CPU_AUTOTUNE_NEEDS_FREEZING
