@@ -340,3 +340,29 @@ def test_a_candidate_timed_without_eager_beside_it_keeps_eager_alone_in_every_ro
     r.join([PLAIN_COMPILE], cold={PLAIN_COMPILE.key(): 30.0})
     r.run()
     assert [rnd for key, rnd, _ in calls if key == CompileConfig(target="none").key()] == [0, 1, 2, 3]
+
+
+def test_a_searched_config_joins_with_its_trial_as_a_process_unless_it_cannot_beat_plain():
+    from tuner.decide.confirm import CONFIRM_TIMING_SHARE, join_searched
+
+    measure = simulated({PLAIN_COMPILE.key(): 1.3, TUNED.key(): 1.32})
+    r = race(measure, per_round=PAIRED_PER_ROUND)
+    r.join([PLAIN_COMPILE])
+    assert r.run(until=3)["verdict"] == "compile"
+
+    def trial(config, speedup):
+        return {"status": "ok", "correct": True, "config": config.to_dict(), "timing": "beside",
+                "step_s": 0.01 / speedup, "step_mean_s": 0.01 / speedup, "eager_step_s": 0.01,
+                "eager_step_mean_s": 0.01, "speedup": speedup, "compile_time_s": 30.0,
+                "timing_share": CONFIRM_TIMING_SHARE}
+
+    said = []
+    # 0.87x of eager where plain compile runs 1.3x: even 4 paired spreads faster it cannot beat plain
+    slow = CompileConfig(backend="aot_eager")
+    assert not join_searched(r, trial(slow, 0.87), SCORING, said.append)
+    assert slow.key() not in r.records and "does not join the race" in said[-1]
+    # one as fast as plain compile joins, its trial the first of its round's processes and cold compiles
+    assert join_searched(r, trial(TUNED, 1.3), SCORING, said.append)
+    record = r.records[TUNED.key()]
+    assert record.steps == [(r.done, 0.01 / 1.3)] and record.cold == [30.0] and r.asked[TUNED.key()] == 1
+    assert r.next_round_processes() == PAIRED_PER_ROUND - 1 + 1  # its two more, plain compile's one (decided)

@@ -140,6 +140,10 @@ def join_searched(race: Race, attrs: dict[str, Any] | None, scoring: Scoring, lo
             or not could_win(attrs, scoring) or attrs.get("duplicate_of") is not None):
         return False
     config = CompileConfig.from_dict(attrs["config"])
+    behind = behind_plain(attrs, race, scoring)
+    if behind:
+        log(f"  {config.describe()} does not join the race: {behind}")
+        return False
     share = float(attrs.get("timing_share") or 1.0)
     opened = {config.key(): dict(attrs)} if math.isclose(share, CONFIRM_TIMING_SHARE) else None
     joined = race.join([config], opened=opened)
@@ -147,6 +151,37 @@ def join_searched(race: Race, attrs: dict[str, Any] | None, scoring: Scoring, lo
         log(f"  {config.describe()} joins the race (round {race.done + 1}): against eager and plain torch.compile, "
             "its search trial one of its processes")
     return bool(joined)
+
+
+#: How many of the race's paired spreads a search trial's own speedup may be too low by, at most,
+#: before it is taken as unable to beat plain compile (:func:`behind_plain`). A search trial in a
+#: run that races times eager beside its config, so its speedup varies by the race's paired spread
+#: (2-4 % here), not by the 10-20 % between processes that :data:`SEARCH_DOUBT` allows.
+PAIRED_DOUBT = 4.0
+#: The least paired spread :func:`behind_plain` assumes (a race that measured less is lucky).
+LEAST_SPREAD = 0.02
+
+
+def behind_plain(attrs: dict[str, Any], race: Race, scoring: Scoring) -> str | None:
+    """Why a searched config cannot beat plain compile, or None: even with its trial's speedup
+    :data:`PAIRED_DOUBT` paired spreads higher, its total (its trial's compile, the scored steps at
+    eager's level in the race) is over plain compile's as the race measures it. Racing it would
+    cost two rounds of its own to drop it: on the README example, ``whole/aot_eager`` at 0.87x of
+    eager took two rounds beside plain compile's 1.54x (2026-12-07)."""
+    plain = next((c for c in race.decision.get("candidates") or []
+                  if c.get("config") == PLAIN_COMPILE.to_dict() and c.get("speedup")), None)
+    speedup = attrs.get("speedup")
+    if not race.paired or plain is None or not speedup or not plain.get("total_time_s"):
+        return None
+    spread = max(float(race.decision.get("spread") or 0.0), LEAST_SPREAD)
+    e_step = float(race.decision.get("eager_step_s") or scoring.eager_step_s)
+    hopeful = float(speedup) * math.exp(PAIRED_DOUBT * spread)
+    best_case = scoring.compile_time(attrs) + scoring.steps * e_step / hopeful
+    if best_case <= float(plain["total_time_s"]):
+        return None
+    return (f"its trial ran {float(speedup):.2f}x eager's steps, plain compile {float(plain['speedup']):.2f}x; "
+            f"even {PAIRED_DOUBT:.0f} paired spreads ({spread:.1%} each) faster, its total ({best_case:.1f} s) is over "
+            f"plain compile's ({float(plain['total_time_s']):.1f} s)")
 
 
 def new_race(study, scoring: Scoring, tuner: Tuner, k: int, rounds: int, log=print,
