@@ -228,7 +228,8 @@ def _eager_baseline(study) -> dict[str, Any] | None:
 
 def open_race(study, scoring: Scoring, tuner: Tuner, k: int, rounds: int, log=print,
               round_fits: Callable[[int, int | None], bool] | None = None, tie_margin: float = stats.TIE_MARGIN,
-              on_look: Callable[[dict], None] | None = None) -> Race | None:
+              on_look: Callable[[dict], None] | None = None,
+              started: Callable[[Race], None] | None = None) -> Race | None:
     """Race eager against plain compile right after the baselines, until a look decides: the run's
     first answer, minutes in, before the search. The opening ends sooner where its last look
     estimates that the race's rounds cannot decide it (tuner/decide/stats.py's
@@ -237,7 +238,8 @@ def open_race(study, scoring: Scoring, tuner: Tuner, k: int, rounds: int, log=pr
     after 3 rounds: the zoo's ViT-B/16, a near tie (2026-12-05), then searched, a finalist joined
     and the race ran out of budget undecided, where its other run raced on and called the tie at
     round 8. None where there is no race to run (``--confirm 0``, ``--confirm-rounds 0``, plain
-    compile failed its trial or cannot win: :func:`could_win`)."""
+    compile failed its trial or cannot win: :func:`could_win`). ``started(race)`` is told the race
+    before its first round."""
     plain = _baseline(study, ROLE_PLAIN)
     if (k <= 0 or rounds <= 0 or plain is None or plain.user_attrs.get("status") != "ok"
             or not could_win(plain.user_attrs, scoring)):  # its compile outweighs any step it could save
@@ -246,6 +248,8 @@ def open_race(study, scoring: Scoring, tuner: Tuner, k: int, rounds: int, log=pr
     race.join([PLAIN_COMPILE], cold={PLAIN_COMPILE.key(): plain.user_attrs.get("compile_time_s") or 0.0},
               baseline=dict(plain.user_attrs))
     race.take_eager_baseline(_eager_baseline(study))
+    if started is not None:  # the run sees its race from its first look on (what follows an answer is priced from it)
+        started(race)
     log("racing eager against plain torch.compile in fresh processes, round by round until a look decides "
         "(the search follows and its finalists join the race) ...")
     try:

@@ -293,6 +293,9 @@ class Race:
         for key, reason in why.items():
             if key in self.records and key != plain:
                 self.records[key].dropped = f"{reason} (round {self.done})"
+                for row in (rows.get(key), d.get("beyond_plain")):  # the decision kept says so too
+                    if row is not None and (row is rows.get(key) or row.get("key") == key):
+                        row["dropped"] = self.records[key].dropped
         self.racing = [c for c in self.racing if c.key() not in why or c.key() == plain]
         return [f"{self.records[k].config.describe()}: {r}" for k, r in why.items() if k in self.records]
 

@@ -229,7 +229,8 @@ class Run:
         with clock.phase("confirmation"):
             self.race = open_race(self.study, self.run.scoring, self.tuner, opts.confirm, opts.confirm_rounds,
                                   self.log, round_fits=clock.round_fits if clock.bounded else None,
-                                  tie_margin=opts.tie_margin, on_look=self._answer_so_far)
+                                  tie_margin=opts.tie_margin, on_look=self._answer_so_far,
+                                  started=lambda race: setattr(self, "race", race))
 
     def _race_between(self) -> None:
         """After each search trial: the config it measured joins the race at once, its trial one
