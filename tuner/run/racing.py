@@ -1,0 +1,135 @@
+"""The run's race, phase by phase: opened after the baselines, fed by the search (each config the
+search measures joins it), confirmed after the search, and each decided look written as the answer
+so far. A mixin of :class:`~tuner.run.phases.Run`: these are its steps that talk to the race.
+"""
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ..core.config import TunedConfig
+from ..core.durations import BUDGET_RAN_OUT, format_duration
+from ..decide.confirm import confirm_finalists, join_searched, open_race
+from ..decide.race import Race
+from ..decide.search import Tuner
+from ..decide.verdict import SKIPPED_ATTR
+from ..space.search_space import SearchSpace
+from ..study import StudyRun
+from ..system.interrupts import check as stop_if_interrupted
+from .clock import RunClock
+from .options import TuneOptions
+
+
+class RaceSteps:
+    """The steps of a :class:`~tuner.run.phases.Run` that open, feed and confirm its race."""
+
+    opts: TuneOptions
+    log: Callable[[str], None]
+    clock: RunClock
+    space: SearchSpace
+    out_dir: Path
+    race: Race | None
+    searched: bool
+    study: Any
+    tuner: Tuner
+    run: StudyRun
+
+    @property
+    def main(self) -> bool:  # pragma: no cover - Run's
+        raise NotImplementedError
+
+    def write(self) -> TunedConfig:  # pragma: no cover - Run's
+        raise NotImplementedError
+
+    def _open_race(self) -> None:
+        """Eager against plain compile before the search: the first answer, written at the look
+        that decides it (:meth:`_answer_so_far`)."""
+        opts, clock = self.opts, self.clock
+        if not self.main or opts.objective != "time" or self.run.scoring is None:
+            return  # a --workers or lane process measures the search alone: the run races
+        with clock.phase("confirmation"):
+            self.race = open_race(self.study, self.run.scoring, self.tuner, opts.confirm, opts.confirm_rounds,
+                                  self.log, round_fits=clock.round_fits if clock.bounded else None,
+                                  tie_margin=opts.tie_margin, on_look=self._answer_so_far,
+                                  started=lambda race: setattr(self, "race", race))
+
+    def _race_between(self) -> None:
+        """After each search trial: the config it measured joins the race at once, its trial one
+        of its processes (:func:`~tuner.decide.confirm.join_searched`), and the race takes a round
+        while it is not settled, so a candidate is decided against eager and plain compile during
+        the search, not after it. While ``--confirm`` candidates beyond plain compile are open
+        against it, the race runs on before the next search trial: the search proposes no more
+        than the race can decide."""
+        race, clock = self.race, self.clock
+        if race is None:
+            return
+        joined = join_searched(race, self.tuner.last_measured, self.run.scoring, self.log)
+        if not (joined or race.promising()):
+            return
+        fits = clock.round_fits if clock.bounded else None
+        with clock.aside("confirmation"):
+            try:
+                race.run(fits, until=race.done + 1)
+                while race.undecided_beyond_plain() >= max(1, self.opts.confirm) and race.promising():
+                    race.run(fits, until=race.done + 1)
+            except Exception as exc:  # noqa: BLE001 - the search goes on; confirmation races after it
+                self.log(f"  the race failed ({type(exc).__name__}: {exc}".splitlines()[0][:300]
+                         + "); the search goes on")
+                self.race = None
+
+    def _search_trial_fits(self) -> bool:
+        """Whether a search trial and what must follow it fit: where the race has an answer, its
+        trial's config joining the race (priced from the race's state), else the worst case."""
+        race = self.race
+        joiner = race.joiner_processes() if race is not None and race.answer else None
+        return self.clock.search_trial_fits(joiner)
+
+    def _answer_so_far(self, decision: dict) -> None:
+        """A look decided: best_config.yaml and the reports now hold this answer, whatever stops
+        the run next (Ctrl-C, SIGTERM, the --budget), and the terminal says so."""
+        first = self.study.user_attrs.get("first_answer")
+        if not first:
+            self.study.set_user_attr("first_answer", {"elapsed_s": round(self.clock.elapsed(), 1),
+                                                      "verdict": decision.get("verdict")})
+        from ..report import answer_line  # pandas: imported once the launcher has started
+
+        tuned = self.write()
+        self.log(f"so far: {answer_line(tuned)} ({self.clock.elapsed():.0f} s in); {self._what_follows()}, Ctrl-C "
+                 f"keeps this answer in {self.out_dir / 'best_config.yaml'}")
+        sys.stdout.flush()  # a user's `| tee` or a scheduler's log sees it now, not at the end
+
+    def _what_follows(self) -> str:
+        """What the run does after a decided look. Seen on the zoo's ResNet-50 (--budget 6m,
+        2026-12-05): the opening decided 2 minutes in and the line said "searching 7 more
+        config(s)", but no search trial and the round that would confirm it fitted in the 4
+        minutes left, and none ran."""
+        unmeasured = {c.key() for c in self.space.configs()} - set(self.tuner.measured_by_key())
+        left = min(max(0, self.opts.trials - self.tuner.search_done()), len(unmeasured))
+        if left and not (self.run.exhausted or self.searched):
+            if self.clock.bounded and not self._search_trial_fits():
+                return (f"{left} config(s) left unsearched: a search trial and the race round that would confirm "
+                        f"it do not fit in the {format_duration(max(0.0, self.clock.left()))} left of the --budget")
+            return f"searching up to {left} more config(s)"
+        race = self.race
+        return "racing on" if race is not None and race.promising() else "finishing"
+
+    def _confirm(self) -> None:
+        """Confirm the finalists, a round at a time while rounds fit in the budget."""
+        clock, study = self.clock, self.study
+        try:
+            with clock.phase("confirmation"):
+                decision = confirm_finalists(study, self.run.scoring, self.tuner, self.opts.confirm,
+                                             self.opts.confirm_rounds, self.log,
+                                             round_fits=clock.round_fits if clock.bounded else None,
+                                             tie_margin=self.opts.tie_margin, race=self.race,
+                                             on_look=self._answer_so_far)
+            if study.user_attrs.get(SKIPPED_ATTR) == BUDGET_RAN_OUT:
+                clock.skip("confirmation")
+            elif decision and decision.get("cut_short"):
+                clock.cut_short("confirmation", decision["cut_short"])
+            stop_if_interrupted()
+        except KeyboardInterrupt:
+            self.run.interrupted = True
+            study.set_user_attr(SKIPPED_ATTR, "interrupted")
