@@ -17,7 +17,6 @@ Example:
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -30,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.errors import ConfigError
+from ..system.user_cache import cache_file, write_whole
 
 #: The ELF section types that list the symbol versions a file needs and defines (GNU extensions).
 _VERNEED, _VERDEF = 0x6FFFFFFE, 0x6FFFFFFD
@@ -104,7 +104,7 @@ def _probe(facts: dict[str, str], flags: list[str]) -> str | None:
         except (OSError, subprocess.SubprocessError) as exc:
             said = f"it could not be run ({exc})"
     if cache is not None:
-        _write(cache, {"said": said, "flags": flags, **facts})
+        write_whole(cache, {"said": said, "flags": flags, **facts})
     return said[:300] if said else None
 
 
@@ -113,22 +113,8 @@ def _probe_cache(facts: dict[str, str], flags: list[str]) -> Path | None:
         stat = os.stat(facts["path"])
     except OSError:
         return None
-    key = json.dumps([_PROBE_FORMAT, os.path.realpath(facts["path"]), stat.st_size, stat.st_mtime_ns,
-                      facts["version"], flags])
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "compile-tune" / f"cxx-probe-{hashlib.sha256(key.encode()).hexdigest()[:16]}.json"
-
-
-def _write(path: Path, data: dict) -> None:
-    """Written whole or not at all; a cache that cannot be written is no cache."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-        with os.fdopen(fd, "w") as f:
-            json.dump(data, f)
-        os.replace(tmp, path)
-    except OSError:
-        pass
+    return cache_file("cxx-probe", [_PROBE_FORMAT, os.path.realpath(facts["path"]), stat.st_size, stat.st_mtime_ns,
+                                    facts["version"], flags])
 
 
 # --------------------------------------------------------------------------- ELF: what a shared object needs

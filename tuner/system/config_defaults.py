@@ -15,14 +15,14 @@ ignored: the import is always the fallback.
 from __future__ import annotations
 
 import functools
-import hashlib
 import importlib.util
 import json
 import os
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
+
+from .user_cache import cache_file, write_whole
 
 #: Bumped when a file's layout changes.
 FORMAT = 1
@@ -74,7 +74,7 @@ def cached(module: str, relative: str, read) -> dict:
     fresh = module not in sys.modules
     encoded = _encode(read())
     if path is not None and fresh:
-        _write(path, {"format": FORMAT, "module": module, "data": encoded})
+        write_whole(path, {"format": FORMAT, "module": module, "data": encoded})
     return _decode(encoded)  # the same values as a run that reads the file gets
 
 
@@ -120,19 +120,5 @@ def _cache_path(module: str, relative: str) -> Path | None:
     except AttributeError:
         cpus = os.cpu_count() or 1
     env = sorted((k, v) for k, v in os.environ.items() if k.startswith(("TORCH", "PYTORCH", "INDUCTOR")))
-    key = json.dumps([FORMAT, module, str(source), stat.st_size, stat.st_mtime_ns, env, cpus])
-    digest = hashlib.sha256(key.encode()).hexdigest()[:16]
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "compile-tune" / f"{module.replace('.', '-')}-{digest}.json"
-
-
-def _write(path: Path, data: dict) -> None:
-    """Written whole or not at all (another run may read it at the same moment); errors ignored."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-        with os.fdopen(fd, "w") as f:
-            json.dump(data, f)
-        os.replace(tmp, path)
-    except (OSError, TypeError, ValueError):
-        pass
+    key = [FORMAT, module, str(source), stat.st_size, stat.st_mtime_ns, env, cpus]
+    return cache_file(module.replace(".", "-"), key)
