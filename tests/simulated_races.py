@@ -30,7 +30,7 @@ class Machine:
     as a user's process starts runs ``heap_gain`` times slower than pinned eager; every
     ``crowded``-th process waits half its time for a core. A process's own effect (``spread``)
     hits everything it times; ``inner`` is each side's own noise when it times eager beside a
-    config (``timing="beside"``): at 0.15 and 0.03 alone processes differ by 15 % and the paired
+    config (``timing="beside"``; or config key -> it, a candidate noisier than another): at 0.15 and 0.03 alone processes differ by 15 % and the paired
     ratio by 4 %, as measured here (tuner/decide/stats.py).
 
     ``tails``: the process noise is Student's t with that many degrees of freedom, scaled to the
@@ -41,7 +41,7 @@ class Machine:
 
     def __init__(self, true: dict[str, float], spread: float, seed: int, drift: float = 0.05,
                  compile_s: float | dict[str, float] = 0.0, heap_gain: float = 1.0, crowded: int = 0,
-                 inner: float = 0.0, cold: float = 0.03, warm: float = 0.03, tails: float = 0, outlier: float = 1.0):
+                 inner: float | dict[str, float] = 0.0, cold: float = 0.03, warm: float = 0.03, tails: float = 0, outlier: float = 1.0):
         self.true, self.spread, self.drift, self.compile_s = true, spread, drift, compile_s
         self.heap_gain, self.crowded, self.inner = heap_gain, crowded, inner
         self.cold, self.warm, self.tails = cold, warm, tails
@@ -72,7 +72,8 @@ class Machine:
         if len(self.calls) - 1 == self.outlier[0]:
             process += math.log(self.outlier[1])
         step = 0.01 / self.true.get(cfg.key(), 1.0) * (self.heap_gain if heap == "default" else 1.0)
-        step *= math.exp(process + self.noise(self.inner))
+        inner = self.inner.get(cfg.key(), 0.0) if isinstance(self.inner, dict) else self.inner
+        step *= math.exp(process + self.noise(inner))
         key = cfg.key()
         warm = reuse_cache if reuse_cache is not None else self.colds.get(key, 0) >= COLD
         if not cfg.compiles:
@@ -86,7 +87,7 @@ class Machine:
                   "compiled_from_cache": bool(warm), "peak_memory_mb": 10.0, "core_wait_share": wait,
                   "load_average": 1.0, "timing": timing}
         if timing == "beside":
-            eager = 0.01 * math.exp(process + self.noise(self.inner))
+            eager = 0.01 * math.exp(process + self.noise(inner))
             result.update(eager_step_s=eager, eager_step_mean_s=eager)
         return result
 
