@@ -136,3 +136,34 @@ def test_a_regional_trial_that_compiled_nothing_ends_the_search_of_blocks(tmp_pa
     first = next(t for t in store.study.get_trials() if t.user_attrs.get("config_label", "").startswith("blocks")
                  and not t.user_attrs.get("not_searched"))
     assert first.user_attrs["regional_note"].startswith("compiled nothing")
+
+
+def test_a_lower_claim_read_after_a_higher_one_settled_gives_way_to_it(tmp_path):
+    """Two lanes on one config: the higher-numbered claim read the trials before the lower one was
+    visible, saw none and measures; the lower one, reading after both claims, must yield to it (by
+    the number alone both measured: seen once in the suite under load). A higher claim that gave
+    way is no rival."""
+    import optuna
+    from optuna.trial import TrialState
+
+    from tuner.decide.search import SETTLED_ATTR
+
+    path = tmp_path / "space.yaml"
+    path.write_text(SPACE)
+    space = load_space(str(path)).restrict(device="cpu", task="infer", has_blocks=False)
+    store = open_store(f"sqlite:///{tmp_path / 'study.db'}", "claims", seed=0)
+    settings = StudySettings(workload=str(tmp_path / "model.py"), task="infer", device="cpu", threads=1,
+                             steps=100000, trials=4, seed=0)
+    tuner = Canned(store, space, settings, tmp_path / "work", speedup_of=speedups, log=lambda *_: None)
+    key = CompileConfig(backend="aot_eager").key()
+
+    def claim(settled: bool) -> int:
+        attrs = {"role": "search", "config_key": key, **({SETTLED_ATTR: True} if settled else {})}
+        return store.create(optuna.trial.create_trial(state=TrialState.RUNNING, user_attrs=attrs))
+
+    lower, higher = claim(False), claim(True)
+    trials = store.study.get_trials(deepcopy=False)
+    assert tuner._settled_rival(lower, key, trials) == higher
+    store.set_user_attrs(higher, {"duplicate_of": lower})
+    store.study.tell(higher, state=TrialState.FAIL)  # it gave way instead
+    assert tuner._settled_rival(lower, key, trials) is None

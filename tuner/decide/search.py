@@ -40,6 +40,10 @@ from .trial_runner import TrialRunner
 
 #: Consecutive duplicate suggestions before we hand the sampler an unmeasured config.
 MAX_DUPLICATE_STREAK = 3
+#: Trial attribute: its worker read the other claims on its config and decided to measure it.
+SETTLED_ATTR = "claim_settled"
+#: How long a claim waits for a higher claim on its config to settle (it reads right after claiming).
+SETTLE_WAIT_S = 30.0
 
 
 class Tuner(Baselines):
@@ -270,10 +274,13 @@ class Tuner(Baselines):
                 run.duplicates += 1
                 return False
             rival = min((t.number for t in trials if t.number < trial.number and _claims(t, key)), default=None)
+            if rival is None:
+                rival = self._settled_rival(trial.number, key, trials)
             if rival is not None:
                 self._yield(trial.number, to=rival)
                 run.duplicates += 1
                 return False
+            trial.set_user_attr(SETTLED_ATTR, True)  # decided to measure: a lower claim read after ours yields
             result = self._interruptible(trial.number, config, f"trial-{trial.number}", self._compile_budget())
             attrs = trial_attrs(config, ROLE_SEARCH, result, scoring)
             attrs["worker"] = worker_label()
@@ -286,6 +293,29 @@ class Tuner(Baselines):
                 self.last_measured = attrs
                 self.on_trial(attrs)
             return True
+
+    def _settled_rival(self, number: int, key: str, trials: list) -> int | None:
+        """A higher-numbered claim on ``key`` that decided to measure: it read the trials before
+        our claim was visible (so it saw none), and we claimed after it did, so only we can see
+        both. Each such claim is waited for until it settles (measures: we yield to it) or gives
+        way (to us). Seen in the suite under load: two lanes measured one config, the lower claim
+        keeping it by the number while the higher had not seen it."""
+        from optuna.trial import TrialState
+
+        higher = [t.number for t in trials if t.number > number and _claims(t, key)]
+        deadline = time.monotonic() + SETTLE_WAIT_S
+        while higher:
+            for n in list(higher):
+                t = self.store.get(n)
+                if t.state != TrialState.RUNNING:
+                    higher.remove(n)  # it gave way (a duplicate) or is over
+                elif t.user_attrs.get(SETTLED_ATTR):
+                    return n
+            if higher and time.monotonic() > deadline:
+                return higher[0]  # still undecided after the wait: yield rather than measure twice
+            if higher:
+                time.sleep(0.05)
+        return None
 
     def _copy_duplicate(self, trial, prior) -> None:
         """Tell the sampler what a repeated config measured, without measuring it again."""
