@@ -1,5 +1,6 @@
 """Trials and workers start path-safe: a ``tuner/`` folder of the user's own, in the working
 directory, replaces nothing inside them (tuner/system/launch.py)."""
+import os
 import shutil
 import subprocess
 import sys
@@ -30,6 +31,21 @@ def test_a_child_imports_this_package_whatever_the_working_directory_holds(users
     assert "the user's own tuner/ folder was imported" in plain.stderr
     safe = subprocess.run(python_command("tuner._version"), capture_output=True, text=True)
     assert safe.returncode == 0, safe.stderr
+
+
+def test_a_childs_path_holds_the_folder_above_this_package_not_the_package_itself():
+    """Where ``tuner/`` itself led the child's ``PYTHONPATH``, ``tuner/packaging/`` shadowed the
+    ``packaging`` distribution (setuptools, imported by inductor's C++ builder, failed inside it)."""
+    import tuner
+    from tuner.isolation.isolated import trial_env
+
+    first = trial_env(None, None, None)["PYTHONPATH"].split(os.pathsep)[0]
+    assert first == str(Path(tuner.__file__).resolve().parent.parent)
+    pytest.importorskip("packaging.utils")
+    code = "import packaging.utils; print(packaging.__file__)"
+    env = trial_env(None, None, None)
+    found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert found.returncode == 0 and "tuner" not in found.stdout, found.stdout + found.stderr
 
 
 def test_a_trial_runs_beside_a_users_tuner_folder(users_folder):

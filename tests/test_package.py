@@ -17,11 +17,11 @@ from tuner.core.config import CompileConfig
 from tuner.core.errors import ConfigError
 from tuner.core.spec import TrialSpec
 from tuner.isolation.isolated import run_isolated
-from tuner.runtime import machine_facts
-from tuner.runtime.machine_facts import NATIVE, choose_level, highest_level, level_flags
-from tuner.runtime.package_meta import META_FIELDS, META_KEY, compiled_flags, read_metadata
+from tuner.packaging import machine
+from tuner.packaging.machine import NATIVE, choose_level, highest_level, level_flags
+from tuner.packaging.record import META_FIELDS, META_KEY, compiled_flags, read_metadata
 
-HERE = machine_facts.cpu_flags()
+HERE = machine.cpu_flags()
 
 
 def altered(path: Path, to: Path, change) -> Path:
@@ -46,8 +46,8 @@ def needing(flag: str):
 
 
 def test_package_attempts_go_from_the_tuned_config_to_plain_inductor_one_step_at_a_time():
-    from tuner.measure.package_attempts import package_attempts
-    from tuner.ship.package import not_carried
+    from tuner.packaging.attempts import package_attempts
+    from tuner.packaging.command import not_carried
 
     tuned = CompileConfig(mode="max-autotune", options={"epilogue_fusion": False, "max_fusion_size": 32})
     attempts = package_attempts(tuned)
@@ -69,7 +69,7 @@ def test_package_attempts_go_from_the_tuned_config_to_plain_inductor_one_step_at
 
 
 def test_the_build_compiles_at_the_configs_matmul_precision_and_the_check_switches_it_per_side():
-    from tuner.measure.aot_package import Sides, _matmul_precision
+    from tuner.packaging.build import Sides, _matmul_precision
 
     before = torch.get_float32_matmul_precision()
     try:
@@ -86,7 +86,7 @@ def test_the_build_compiles_at_the_configs_matmul_precision_and_the_check_switch
 
 
 def test_a_package_whose_weights_were_folded_at_build_refuses_new_weights():
-    from tuner.runtime.packaged import PackagedModel
+    from tuner.packaging.load import PackagedModel
 
     package = PackagedModel(None, {"fold_at_runtime": False, "config_change": "as tuned, weights folded at build time"},
                             Path("model.pt2"))
@@ -190,14 +190,14 @@ def test_the_cpp_example_acts_on_each_field_of_the_packages_record(field, serve_
     assert said in after and said not in before, after
 
 
-@pytest.mark.skipif(HERE is None or not machine_facts.x86(), reason="needs an x86 CPU whose flags can be read")
+@pytest.mark.skipif(HERE is None or not machine.x86(), reason="needs an x86 CPU whose flags can be read")
 def test_the_cpp_example_names_the_level_to_rebuild_for_from_the_record_as_the_python_loader_does(serve_pt2,
                                                                                                    tmp_path):
-    levels = {name: level_flags(name) for name in machine_facts.LEVELS}
+    levels = {name: level_flags(name) for name in machine.LEVELS}
     for level in levels:
         cpu = {**RECORD["cpu"], "isa_level": level, "required_flags": ["zz_fake_isa"], "levels": levels}
         rc, said = served(serve_pt2, {**RECORD, "cpu": cpu}, tmp_path)
-        target = machine_facts.rebuild_level(level, HERE)
+        target = machine.rebuild_level(level, HERE)
         how = f"`compile-tune package RESULTS --isa {target}`" if target else "`compile-tune package RESULTS`,"
         assert rc == 2 and f"rebuild it with {how}" in said, (level, said)
     # The record's table, not one of the example's own: a v3 that needs a flag no CPU has leaves v2.
@@ -250,7 +250,7 @@ def test_a_model_export_cannot_take_names_the_line_that_stops_it_and_writes_noth
 
 #: The level the served package is built for where this CPU has it: named, not the default (the
 #: highest here), so a test sees a level given by name reach the compiler.
-NAMED = "x86-64-v3" if machine_facts.x86() and HERE and highest_level(HERE) in ("x86-64-v3", "x86-64-v4") else None
+NAMED = "x86-64-v3" if machine.x86() and HERE and highest_level(HERE) in ("x86-64-v3", "x86-64-v4") else None
 
 
 @pytest.fixture(scope="module")
@@ -287,7 +287,7 @@ def test_a_package_is_compiled_for_the_named_isa_level_and_records_it(served_pac
 @pytest.mark.slow
 @pytest.mark.skipif(HERE is None, reason="no /proc/cpuinfo")
 def test_the_package_check_refuses_a_package_for_another_cpu_before_it_loads(served_package, tmp_path):
-    from tuner.ship.package import _check_refusal
+    from tuner.packaging.command import _check_refusal
 
     path, _, _ = served_package
     moved = altered(path, tmp_path / "model.pt2", needing("avx512_fake"))
@@ -322,7 +322,7 @@ def test_a_package_takes_the_declared_shapes_and_its_check_probes_unseen_ones(se
 @pytest.mark.slow
 def test_load_package_refuses_wrong_inputs_by_name_and_swaps_weights(served_package, workloads):
     import tuner
-    from tuner.runtime.package_meta import PackageInputError
+    from tuner.packaging.record import PackageInputError
     from tuner.user.workload import load_workload
 
     path, _, _ = served_package
@@ -371,8 +371,8 @@ def test_a_package_built_for_another_torch_or_cpu_is_refused_in_one_line(served_
 def test_a_packages_record_carries_its_schema_digests_toolchain_and_source(served_package):
     import subprocess
 
-    from tuner.runtime.package_meta import SCHEMA, sha256_file
-    from tuner.runtime.toolchain import libstdcxx_here, newer
+    from tuner.packaging.record import SCHEMA, sha256_file
+    from tuner.packaging.toolchain import libstdcxx_here, newer
 
     path, built, _ = served_package
     meta = read_metadata(path)
@@ -395,7 +395,7 @@ def flipped_weights(path: Path, to: Path) -> Path:
     import shutil
     import struct
 
-    from tuner.runtime.toolchain import weights_span
+    from tuner.packaging.toolchain import weights_span
 
     shutil.copy(path, to)
     with zipfile.ZipFile(to) as archive:

@@ -11,25 +11,25 @@ import torch
 
 from tuner.core.config import CompileConfig
 from tuner.core.errors import ConfigError
-from tuner.runtime import machine_facts
-from tuner.runtime.machine_facts import LEVELS, NATIVE, choose_level, cuda_mismatch, highest_level, level_flags
-from tuner.runtime.package_meta import refuse_cpu
+from tuner.packaging import machine
+from tuner.packaging.machine import LEVELS, NATIVE, choose_level, cuda_mismatch, highest_level, level_flags
+from tuner.packaging.record import refuse_cpu
 
 V2 = list(LEVELS["x86-64-v2"])
 V3 = V2 + list(LEVELS["x86-64-v3"])
 V4 = V3 + list(LEVELS["x86-64-v4"])
-HERE = machine_facts.cpu_flags()
-x86_only = pytest.mark.skipif(not machine_facts.x86(), reason="x86-64 ISA levels")
+HERE = machine.cpu_flags()
+x86_only = pytest.mark.skipif(not machine.x86(), reason="x86-64 ISA levels")
 
 
 @x86_only
 def test_the_isa_level_is_the_highest_whose_flags_the_cpu_has_and_the_vector_isa_adds_its_own():
     assert highest_level([]) is None and highest_level(V2) == "x86-64-v2"
     assert highest_level([*V3, "avx512f"]) == "x86-64-v3" and highest_level(V4) == "x86-64-v4"
-    assert machine_facts.required_flags("x86-64-v3", V4, "-mavx2 -mfma -mf16c") == level_flags("x86-64-v3")
+    assert machine.required_flags("x86-64-v3", V4, "-mavx2 -mfma -mf16c") == level_flags("x86-64-v3")
     # inductor's 512-bit ISA on a CPU with VNNI emits VNNI: a v4 package from it needs that too
-    assert "avx512_vnni" in machine_facts.required_flags("x86-64-v4", V4, "-mavx512f -mfma -mavx512vnni")
-    native = machine_facts.required_flags(NATIVE, [*V4, "hypervisor", "constant_tsc"])
+    assert "avx512_vnni" in machine.required_flags("x86-64-v4", V4, "-mavx512f -mfma -mavx512vnni")
+    native = machine.required_flags(NATIVE, [*V4, "hypervisor", "constant_tsc"])
     assert "avx512f" in native and "hypervisor" not in native and "constant_tsc" not in native
 
 
@@ -49,7 +49,7 @@ def test_the_package_command_refuses_a_level_this_cpu_lacks_with_exit_code_2(tmp
     from tuner import cli
 
     (tmp_path / "best_config.yaml").write_text("")  # refused before it is read
-    monkeypatch.setattr(machine_facts, "cpu_flags", lambda: V3)
+    monkeypatch.setattr(machine, "cpu_flags", lambda: V3)
     assert cli.main(["package", str(tmp_path), "--isa", "x86-64-v4"]) == 2
     err = capsys.readouterr().err.splitlines()
     assert err[0].startswith("error: --isa x86-64-v4: this CPU lacks avx512bw") and err[1:] == [
@@ -110,7 +110,7 @@ SAPPHIRE_RAPIDS = [*V4, "avx512_vnni", "avx512_bf16", "avx512_fp16", "avx_vnni",
 def test_the_vector_isa_at_a_named_level_is_the_levels_own_not_the_build_cpus_amx():
     from torch._inductor import config as inductor_config
 
-    from tuner.measure.package_target import cpu_target, level_cpu
+    from tuner.packaging.build_target import cpu_target, level_cpu
 
     with inductor_config.patch({"cpp.vec_isa_ok": True}):  # the CPU's (fabricated) flags decide, no test kernel
         with level_cpu("x86-64-v4", SAPPHIRE_RAPIDS):
@@ -128,10 +128,10 @@ def test_the_vector_isa_at_a_named_level_is_the_levels_own_not_the_build_cpus_am
 def test_a_cuda_package_is_built_for_a_portable_cpu_level_and_records_it():
     from torch._inductor import config as inductor_config
 
-    from tuner.measure.package_target import cpu_target, level_cpu
+    from tuner.packaging.build_target import cpu_target, level_cpu
 
     level = choose_level(None, SAPPHIRE_RAPIDS, device="cuda:0")
-    assert level == machine_facts.PORTABLE == "x86-64-v3"
+    assert level == machine.PORTABLE == "x86-64-v3"
     assert choose_level(None, SAPPHIRE_RAPIDS, device="cpu") == "x86-64-v4"  # a CPU package: the highest here
     assert choose_level("x86-64-v4", SAPPHIRE_RAPIDS, device="cuda:0") == "x86-64-v4"  # asked for by name
     with inductor_config.patch({"cpp.vec_isa_ok": True}), level_cpu(level, SAPPHIRE_RAPIDS):
@@ -154,12 +154,12 @@ def test_sass_runs_on_the_same_major_at_an_equal_or_higher_minor_and_arch_specif
 
 
 def test_a_package_for_a_cuda_device_this_process_lacks_is_refused_in_one_line():
-    assert machine_facts.missing_device("cuda:1", 1) == "built for cuda:1, and this process sees 1 CUDA device (cuda:0)"
-    assert machine_facts.missing_device("cuda", 1) is None and machine_facts.missing_device("cuda:1", 2) is None
+    assert machine.missing_device("cuda:1", 1) == "built for cuda:1, and this process sees 1 CUDA device (cuda:0)"
+    assert machine.missing_device("cuda", 1) is None and machine.missing_device("cuda:1", 2) is None
 
 
 def test_a_build_whose_compiler_recorded_no_switches_is_not_verified():
-    from tuner.measure.package_target import off_target
+    from tuner.packaging.build_target import off_target
 
     cpu = {"isa_level": "x86-64-v3", "required_flags": level_flags("x86-64-v3")}
     assert off_target([], cpu) == (False, None)
@@ -169,7 +169,7 @@ def test_a_build_whose_compiler_recorded_no_switches_is_not_verified():
 
 
 def test_the_fallback_stops_when_two_configs_fail_with_the_same_error():
-    from tuner.measure.aot_package import same_error
+    from tuner.packaging.build import same_error
 
     one = {"change": "as tuned", "error": "CppCompileError: C++ compile error"}
     two = {"change": "as tuned, weights folded at build time", "error": one["error"]}
@@ -179,7 +179,7 @@ def test_the_fallback_stops_when_two_configs_fail_with_the_same_error():
 
 
 def test_a_package_needing_a_newer_libstdcxx_or_glibc_is_refused():
-    from tuner.runtime import toolchain
+    from tuner.packaging import toolchain
 
     path, have = toolchain.libstdcxx_here()
     if have is None:

@@ -51,8 +51,8 @@ def export_command(argv: list[str]) -> int:
 def package_command(argv: list[str]) -> int:
     from pathlib import Path
 
-    from .runtime.machine_facts import CHOICES
-    from .ship.package import package_results
+    from .packaging.command import package_results
+    from .packaging.machine import CHOICES
 
     p = argparse.ArgumentParser(
         prog="compile-tune package",

@@ -263,8 +263,9 @@ def trial_env(threads: int | None, cache: Path | None, extra: dict[str, str] | N
         PYTHONUNBUFFERED="1",
         COMPILE_TUNE_PARENT_PID=str(os.getpid()),  # see workers.die_with_parent
     )
-    # The child imports `tuner` from the same place as the parent.
-    package_root = str(Path(__file__).resolve().parent.parent)
+    # The child imports `tuner` from the same place as the parent: the folder that holds `tuner/`
+    # (never `tuner/` itself, whose subpackages would shadow top-level names such as `packaging`).
+    package_root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH", "")) if p)
     env.update(extra or {})
     return env

@@ -13,10 +13,10 @@ import traceback
 from pathlib import Path
 
 from ..core.spec import TrialSpec
+from ..packaging.build import build_package, check_package
 from ..system.heap import DEFAULT, PINNED, pin_heap
 from ..system.launch import die_with_parent
 from ..user.diagnose import classify_exception
-from .aot_package import build_package, check_package
 from .check import run_check
 from .devices import environment, limit_memory
 from .precompile_save import save_precompiled

@@ -31,7 +31,7 @@ import tempfile
 import warnings
 from pathlib import Path
 
-from . import machine_facts
+from ..packaging import machine
 
 CACHE_DIRNAME = "compile_cache"
 MEGA_CACHE = "mega_cache.bin"
@@ -112,9 +112,9 @@ def load_warm_start(config_path: Path, tuned_on: dict, measured: dict) -> bool:
 def cpu_record() -> dict:
     """What ``cpu.json`` holds: this CPU's flags, the instruction flags ``-march=native`` code may
     use, and its model (tuner/ship/bundle.py writes it)."""
-    flags = machine_facts.cpu_flags()
-    return {"flags": flags, "required_flags": machine_facts.instruction_flags(flags or []),
-            "model": machine_facts.cpu_model()}
+    flags = machine.cpu_flags()
+    return {"flags": flags, "required_flags": machine.instruction_flags(flags or []),
+            "model": machine.cpu_model()}
 
 
 def _lacking_cpu_flags(bundle: Path) -> list[str]:
@@ -124,10 +124,10 @@ def _lacking_cpu_flags(bundle: Path) -> list[str]:
         record = json.loads((bundle / CPU_FILE).read_text())
     except (OSError, ValueError):
         return []  # a bundle written before its CPU was recorded
-    here = machine_facts.cpu_flags()
+    here = machine.cpu_flags()
     if here is None or not record.get("required_flags"):
         return []
-    lacking = machine_facts.missing_flags(record["required_flags"], here)
+    lacking = machine.missing_flags(record["required_flags"], here)
     return [record.get("model") or "another CPU", *lacking] if lacking else []
 
 

@@ -1,5 +1,5 @@
 """Serving the packaged model: ``tuner.load_package`` loads the ``.pt2`` that ``compile-tune
-package`` wrote (tuner/ship/package.py) with AOTInductor's loader: no Dynamo, no compile at start-up.
+package`` wrote (tuner/packaging/command.py) with AOTInductor's loader: no Dynamo, no compile at start-up.
 """
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from pathlib import Path
 from ..core.errors import ConfigError
 from ..core.precision import MATMUL_PRECISION
 from ..export.best_config import load_tuned_config
-from .apply import _pin_heap_as_measured, _warn_on_thread_mismatch
-from .package_meta import check_inputs, read_metadata, refuse_mismatch
+from ..runtime.apply import _pin_heap_as_measured, _warn_on_thread_mismatch
+from .record import check_inputs, read_metadata, refuse_mismatch
 
-#: The package's file name, beside best_config.yaml (tuner/ship/package.py writes it).
+#: The package's file name, beside best_config.yaml (tuner/packaging/command.py writes it).
 PACKAGE_NAME = "model.pt2"
 #: AOTInductor's switch for the input checks its generated code carries (off unless set).
 AOTI_CHECKS = "AOTI_RUNTIME_CHECK_INPUTS"

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.errors import ConfigError
-from . import machine_facts, toolchain
+from . import machine, toolchain
 
 #: The key of compile-tune's record in AOTInductor's package metadata (values must be strings).
 META_KEY = "compile_tune"
@@ -106,7 +106,7 @@ def refuse_mismatch(path: Path, meta: dict[str, Any]) -> None:
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise ConfigError(f"{path}: built for {device}, and this process sees no CUDA device",
                           f"serve it on a GPU machine, or {rebuild}")
-    absent = machine_facts.missing_device(device, torch.cuda.device_count()) if device.startswith("cuda") else None
+    absent = machine.missing_device(device, torch.cuda.device_count()) if device.startswith("cuda") else None
     if absent:
         raise ConfigError(f"{path}: {absent}", "make that GPU visible (CUDA_VISIBLE_DEVICES), or rebuild it on "
                           "one this process sees with `compile-tune package RESULTS`")
@@ -115,14 +115,14 @@ def refuse_mismatch(path: Path, meta: dict[str, Any]) -> None:
         raise ConfigError(f"{path}: {runtime}", "load it on a machine whose C++ runtime is that new (a newer "
                           f"distribution, or conda's libstdcxx-ng first on LD_LIBRARY_PATH), or {rebuild}")
     if meta.get("cpu"):
-        refuse_cpu(path, meta["cpu"], machine_facts.cpu_flags())
+        refuse_cpu(path, meta["cpu"], machine.cpu_flags())
     elif device == "cpu" and meta.get("cpu_isa"):  # a package built before its CPU flags were recorded
         isa, offered = meta["cpu_isa"], cpu_isas()
         if offered is not None and isa not in offered:
             raise ConfigError(f"{path}: built for CPUs with {isa} vector instructions; this CPU offers "
                               f"{', '.join(offered) or 'none'}", f"serve it on a CPU with {isa}, or {rebuild}")
     if device.startswith("cuda") and meta.get("cuda"):
-        why = machine_facts.cuda_mismatch(meta["cuda"], machine_facts.cuda_facts(device))
+        why = machine.cuda_mismatch(meta["cuda"], machine.cuda_facts(device))
         if why:
             raise ConfigError(f"{path}: built for another GPU: {why}", "rebuild it on this GPU with "
                               "`compile-tune package RESULTS` (a package holds kernels for one compute capability)")
@@ -136,11 +136,11 @@ def runtime_mismatch(meta: dict[str, Any]) -> str | None:
 def refuse_cpu(path: Path, cpu: dict[str, Any], here: list[str] | None) -> None:
     """Refuse, in one line, code built for CPU flags (``cpu["required_flags"]``) that ``here``
     lacks; nothing where this CPU's flags cannot be read."""
-    lacking = machine_facts.missing_flags(cpu.get("required_flags") or [], here) if here is not None else []
+    lacking = machine.missing_flags(cpu.get("required_flags") or [], here) if here is not None else []
     if not lacking:
         return
     level = cpu.get("isa_level") or "its build CPU"
-    target = machine_facts.rebuild_level(cpu.get("isa_level"), here or [])
+    target = machine.rebuild_level(cpu.get("isa_level"), here or [])
     how = f"`compile-tune package RESULTS --isa {target}`" if target else "`compile-tune package RESULTS`"
     raise ConfigError(f"{path}: built for {level} ({cpu.get('model') or 'another CPU'}) and needs "
                       f"{', '.join(lacking)}, which this CPU lacks: its code would die with an illegal instruction",

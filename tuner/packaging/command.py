@@ -1,7 +1,7 @@
 """``compile-tune package RESULTS``: the winner of an inference run as a ``.pt2`` that starts
 without compiling, verified before it is recommended.
 
-Two fresh processes (tuner/measure/aot_package.py): one exports the workload's model with
+Two fresh processes (tuner/packaging/build.py): one exports the workload's model with
 ``torch.export`` (the schedule's varying dimensions as ``Dim``s) and compiles it with AOTInductor
 under the tuned inductor options and precision into ``model.pt2`` beside ``best_config.yaml``, its
 C++ for an x86-64 ISA level (``--isa``; the highest this CPU has by default), falling back to the
@@ -27,9 +27,9 @@ from ..export.best_config import load_tuned_config
 from ..isolation.isolated import run_isolated
 from ..report import open_saved_study
 from ..run.outputs import rebuild_outputs
-from ..runtime import machine_facts, toolchain
-from ..runtime.package_meta import DIGEST_SUFFIX
-from ..runtime.packaged import PACKAGE_NAME
+from . import machine, toolchain
+from .load import PACKAGE_NAME
+from .record import DIGEST_SUFFIX
 
 #: A package step may trail the JIT config's by this much (or the run's noise floor, if larger)
 #: and still be recommended: two processes of the same config differ about this much here.
@@ -42,15 +42,15 @@ def package_results(results: str | Path, timeout: float = 1800.0, log: Callable[
     ``best_compiled``: under a stay-eager verdict, package the best compiled config anyway (an
     ahead-of-time package starts without compiling, which the JIT verdict had to pay for).
     ``isa``: the x86-64 level its C++ is built for (``x86-64-v2`` / ``-v3`` / ``-v4``, or ``native``
-    for this very CPU); None: the highest this CPU has (tuner/runtime/machine_facts.py).
+    for this very CPU); None: the highest this CPU has (tuner/runtime/machine.py).
     Raises :class:`TunerError` (exit code 2) where there is nothing to package, export or
     AOTInductor refuses, this CPU lacks the level asked for, or the C++ compiler cannot build for it
     (checked on an empty file before anything is exported)."""
-    flags = machine_facts.cpu_flags()
-    machine_facts.choose_level(isa, flags)  # a level this CPU lacks: refused before anything is read
+    flags = machine.cpu_flags()
+    machine.choose_level(isa, flags)  # a level this CPU lacks: refused before anything is read
     results = Path(results)
     tuned = load_tuned_config(results / "best_config.yaml")
-    level = machine_facts.choose_level(isa, flags, str(tuned.tuned_on.get("device") or "cpu"))
+    level = machine.choose_level(isa, flags, str(tuned.tuned_on.get("device") or "cpu"))
     _check_compiler(level, flags)
     study = open_saved_study(results, None, None)
     config = _packaged_config(results, tuned, study, best_compiled)
@@ -94,12 +94,12 @@ def package_results(results: str | Path, timeout: float = 1800.0, log: Callable[
 
 def _check_compiler(level: str, flags: list[str] | None) -> None:
     """Refuse, before anything is exported, a C++ compiler that cannot build for ``level`` with the
-    vector ISA flags inductor will add there (tuner/runtime/toolchain.py)."""
-    if level == machine_facts.NATIVE:
+    vector ISA flags inductor will add there (tuner/packaging/toolchain.py)."""
+    if level == machine.NATIVE:
         return
     from torch._inductor import config as inductor_config
 
-    from ..measure.package_target import cpu_target, level_cpu
+    from .build_target import cpu_target, level_cpu
 
     with level_cpu(level, flags), inductor_config.patch({"cpp.vec_isa_ok": True}):  # flags, not test kernels
         options = cpu_target(level, flags)[1]["vector_options"]

@@ -4,12 +4,12 @@
 
 Export takes each varying input dimension as a ``Dim`` with the bounds the workload declares in
 ``input_dims()``, or else the range the example inputs and the schedule showed
-(tuner/measure/package_shapes.py); a bf16 config's forward is exported under its autocast, as
+(tuner/packaging/bounds.py); a bf16 config's forward is exported under its autocast, as
 ``apply_config`` runs it. AOTInductor then compiles it with the tuned config's inductor options
-(its mode's options folded in), its C++ held to an x86-64 ISA level (tuner/measure/package_target.py),
+(its mode's options folded in), its C++ held to an x86-64 ISA level (tuner/packaging/build_target.py),
 float32 matmuls at the config's precision (TF32 is fixed in inductor's templates at this point),
-and compile-tune's record as the package's metadata (tuner/runtime/package_meta.py). A config
-AOTInductor refuses gives way to the nearest one it takes (tuner/measure/package_attempts.py), each
+and compile-tune's record as the package's metadata (tuner/packaging/record.py). A config
+AOTInductor refuses gives way to the nearest one it takes (tuner/packaging/attempts.py), each
 refusal recorded. Where export cannot take the model (data-dependent code, an unsupported call),
 the result names the line that stopped it and nothing is written.
 
@@ -37,17 +37,16 @@ from ..core.config import CompileConfig
 from ..core.errors import TunerError
 from ..core.precision import MATMUL_PRECISION
 from ..core.spec import TrialSpec
-from ..runtime import machine_facts, toolchain
+from ..measure.correctness import TOLERANCE, compare
+from ..measure.devices import timed
+from ..measure.mix import timing_mix
+from ..measure.setup import prepare
 from ..runtime.apply_precision import autocast_forward, set_matmul_precision
-from ..runtime.package_meta import META_KEY, compiled_flags, git_commit, seal, sha256_file
-from ..runtime.packaged import load_package
 from ..user.diagnose import classify_exception
 from ..user.workload import call_model
-from .correctness import TOLERANCE, compare
-from .devices import timed
-from .mix import timing_mix
-from .package_attempts import Attempt, inductor_configs, package_attempts
-from .package_shapes import (
+from . import machine, toolchain
+from .attempts import Attempt, inductor_configs, package_attempts
+from .bounds import (
     PackageShapes,
     Probe,
     dynamic_shapes,
@@ -56,8 +55,9 @@ from .package_shapes import (
     probes,
     reaches_one,
 )
-from .package_target import cpu_target, gpu_record, level_cpu, off_target
-from .setup import prepare
+from .build_target import cpu_target, gpu_record, level_cpu, off_target
+from .load import load_package
+from .record import META_KEY, compiled_flags, git_commit, seal, sha256_file
 
 #: Timed rounds of the check, each a pass of eager then the package over the schedule (or a
 #: block of steps on the example inputs).
@@ -83,8 +83,8 @@ def build_package(spec: TrialSpec, rec) -> None:
         return
     rec.update(export_s=time.perf_counter() - start)
     rec.stage("aoti_compile")
-    flags = machine_facts.cpu_flags()
-    level = machine_facts.choose_level(spec.package_isa, flags, spec.device)
+    flags = machine.cpu_flags()
+    level = machine.choose_level(spec.package_isa, flags, spec.device)
     with level_cpu(level, flags):  # inductor's vector ISA and GEMM templates: the level's features alone
         target, cpu = cpu_target(level, flags)
         rec.update(isa_level=level, cpu=cpu)
@@ -114,7 +114,7 @@ def _export(ready, config: CompileConfig, calls: list, shapes: PackageShapes, re
 
 def _compile_first_that_packages(spec: TrialSpec, exported, attempts: list[Attempt], target: dict[str, Any],
                                  meta: dict[str, Any], one: bool, rec) -> None:
-    """Compile ``exported`` with AOTInductor under each attempt in turn (tuner/measure/package_attempts.py)
+    """Compile ``exported`` with AOTInductor under each attempt in turn (tuner/packaging/attempts.py)
     until one packages; each refusal is recorded (``refused``: the attempt and its error's first line).
     A compiler that fails on its own options stops the loop (no config is to blame), and so does a
     second config failing with the first one's error (the rest would too)."""
@@ -232,7 +232,7 @@ def _matmul_precision(precision: str | None):
 
 
 def _metadata(spec: TrialSpec, inputs: Any, shapes: PackageShapes, cpu: dict[str, Any]) -> dict[str, Any]:
-    """compile-tune's record inside the package, all but the config's fields (tuner/runtime/package_meta.py
+    """compile-tune's record inside the package, all but the config's fields (tuner/packaging/record.py
     ``META_FIELDS`` says what each is)."""
     import torch
 
