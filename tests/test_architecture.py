@@ -16,14 +16,14 @@ LAYER_OF = {
     "core": 0, "_version": 0,
     "system": 1,
     "space": 2, "export": 2,
-    "user": 3, "runtime": 3, "packaging": 3,
+    "user": 3, "runtime": 3, "pt2": 3,
     "measure": 4, "ranks.rank": 4, "ranks.main": 4,
-    "packaging.build": 4, "packaging.build_target": 4, "packaging.attempts": 4, "packaging.bounds": 4,
+    "pt2.build": 4, "pt2.build_target": 4, "pt2.attempts": 4, "pt2.bounds": 4,
     "isolation": 5, "ranks": 5, "ranks.group": 5, "ranks.board": 5, "ranks.node": 5,
     "study": 6,
     "decide": 7,
     "report": 8,
-    "run": 9, "ship": 9, "packaging.command": 9,
+    "run": 9, "ship": 9, "pt2.command": 9,
     "cli": 10, "cli_ship": 10, "_worker": 10, "__init__": 10, "__main__": 10,
 }
 #: layer -> the layers it may import (its own included)

@@ -34,8 +34,9 @@ def test_a_child_imports_this_package_whatever_the_working_directory_holds(users
 
 
 def test_a_childs_path_holds_the_folder_above_this_package_not_the_package_itself():
-    """Where ``tuner/`` itself led the child's ``PYTHONPATH``, ``tuner/packaging/`` shadowed the
-    ``packaging`` distribution (setuptools, imported by inductor's C++ builder, failed inside it)."""
+    """Where ``tuner/`` itself led the child's ``PYTHONPATH``, a ``tuner/packaging/`` (the .pt2
+    package's home for a while) shadowed the ``packaging`` distribution (setuptools, imported by
+    inductor's C++ builder, failed inside it). Any subpackage could shadow a top-level name."""
     import tuner
     from tuner.isolation.isolated import trial_env
 

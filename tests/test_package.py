@@ -17,9 +17,9 @@ from tuner.core.config import CompileConfig
 from tuner.core.errors import ConfigError
 from tuner.core.spec import TrialSpec
 from tuner.isolation.isolated import run_isolated
-from tuner.packaging import machine
-from tuner.packaging.machine import NATIVE, choose_level, highest_level, level_flags
-from tuner.packaging.record import META_FIELDS, META_KEY, compiled_flags, read_metadata
+from tuner.pt2 import machine
+from tuner.pt2.machine import NATIVE, choose_level, highest_level, level_flags
+from tuner.pt2.record import META_FIELDS, META_KEY, compiled_flags, read_metadata
 
 HERE = machine.cpu_flags()
 
@@ -46,8 +46,8 @@ def needing(flag: str):
 
 
 def test_package_attempts_go_from_the_tuned_config_to_plain_inductor_one_step_at_a_time():
-    from tuner.packaging.attempts import package_attempts
-    from tuner.packaging.command import not_carried
+    from tuner.pt2.attempts import package_attempts
+    from tuner.pt2.command import not_carried
 
     tuned = CompileConfig(mode="max-autotune", options={"epilogue_fusion": False, "max_fusion_size": 32})
     attempts = package_attempts(tuned)
@@ -69,7 +69,7 @@ def test_package_attempts_go_from_the_tuned_config_to_plain_inductor_one_step_at
 
 
 def test_the_build_compiles_at_the_configs_matmul_precision_and_the_check_switches_it_per_side():
-    from tuner.packaging.build import Sides, _matmul_precision
+    from tuner.pt2.build import Sides, _matmul_precision
 
     before = torch.get_float32_matmul_precision()
     try:
@@ -86,7 +86,7 @@ def test_the_build_compiles_at_the_configs_matmul_precision_and_the_check_switch
 
 
 def test_a_package_whose_weights_were_folded_at_build_refuses_new_weights():
-    from tuner.packaging.load import PackagedModel
+    from tuner.pt2.load import PackagedModel
 
     package = PackagedModel(None, {"fold_at_runtime": False, "config_change": "as tuned, weights folded at build time"},
                             Path("model.pt2"))
@@ -287,7 +287,7 @@ def test_a_package_is_compiled_for_the_named_isa_level_and_records_it(served_pac
 @pytest.mark.slow
 @pytest.mark.skipif(HERE is None, reason="no /proc/cpuinfo")
 def test_the_package_check_refuses_a_package_for_another_cpu_before_it_loads(served_package, tmp_path):
-    from tuner.packaging.command import _check_refusal
+    from tuner.pt2.command import _check_refusal
 
     path, _, _ = served_package
     moved = altered(path, tmp_path / "model.pt2", needing("avx512_fake"))
@@ -322,7 +322,7 @@ def test_a_package_takes_the_declared_shapes_and_its_check_probes_unseen_ones(se
 @pytest.mark.slow
 def test_load_package_refuses_wrong_inputs_by_name_and_swaps_weights(served_package, workloads):
     import tuner
-    from tuner.packaging.record import PackageInputError
+    from tuner.pt2.record import PackageInputError
     from tuner.user.workload import load_workload
 
     path, _, _ = served_package
@@ -371,8 +371,8 @@ def test_a_package_built_for_another_torch_or_cpu_is_refused_in_one_line(served_
 def test_a_packages_record_carries_its_schema_digests_toolchain_and_source(served_package):
     import subprocess
 
-    from tuner.packaging.record import SCHEMA, sha256_file
-    from tuner.packaging.toolchain import libstdcxx_here, newer
+    from tuner.pt2.record import SCHEMA, sha256_file
+    from tuner.pt2.toolchain import libstdcxx_here, newer
 
     path, built, _ = served_package
     meta = read_metadata(path)
@@ -395,7 +395,7 @@ def flipped_weights(path: Path, to: Path) -> Path:
     import shutil
     import struct
 
-    from tuner.packaging.toolchain import weights_span
+    from tuner.pt2.toolchain import weights_span
 
     shutil.copy(path, to)
     with zipfile.ZipFile(to) as archive:

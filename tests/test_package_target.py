@@ -11,9 +11,9 @@ import torch
 
 from tuner.core.config import CompileConfig
 from tuner.core.errors import ConfigError
-from tuner.packaging import machine
-from tuner.packaging.machine import LEVELS, NATIVE, choose_level, cuda_mismatch, highest_level, level_flags
-from tuner.packaging.record import refuse_cpu
+from tuner.pt2 import machine
+from tuner.pt2.machine import LEVELS, NATIVE, choose_level, cuda_mismatch, highest_level, level_flags
+from tuner.pt2.record import refuse_cpu
 
 V2 = list(LEVELS["x86-64-v2"])
 V3 = V2 + list(LEVELS["x86-64-v3"])
@@ -110,7 +110,7 @@ SAPPHIRE_RAPIDS = [*V4, "avx512_vnni", "avx512_bf16", "avx512_fp16", "avx_vnni",
 def test_the_vector_isa_at_a_named_level_is_the_levels_own_not_the_build_cpus_amx():
     from torch._inductor import config as inductor_config
 
-    from tuner.packaging.build_target import cpu_target, level_cpu
+    from tuner.pt2.build_target import cpu_target, level_cpu
 
     with inductor_config.patch({"cpp.vec_isa_ok": True}):  # the CPU's (fabricated) flags decide, no test kernel
         with level_cpu("x86-64-v4", SAPPHIRE_RAPIDS):
@@ -128,7 +128,7 @@ def test_the_vector_isa_at_a_named_level_is_the_levels_own_not_the_build_cpus_am
 def test_a_cuda_package_is_built_for_a_portable_cpu_level_and_records_it():
     from torch._inductor import config as inductor_config
 
-    from tuner.packaging.build_target import cpu_target, level_cpu
+    from tuner.pt2.build_target import cpu_target, level_cpu
 
     level = choose_level(None, SAPPHIRE_RAPIDS, device="cuda:0")
     assert level == machine.PORTABLE == "x86-64-v3"
@@ -159,7 +159,7 @@ def test_a_package_for_a_cuda_device_this_process_lacks_is_refused_in_one_line()
 
 
 def test_a_build_whose_compiler_recorded_no_switches_is_not_verified():
-    from tuner.packaging.build_target import off_target
+    from tuner.pt2.build_target import off_target
 
     cpu = {"isa_level": "x86-64-v3", "required_flags": level_flags("x86-64-v3")}
     assert off_target([], cpu) == (False, None)
@@ -169,7 +169,7 @@ def test_a_build_whose_compiler_recorded_no_switches_is_not_verified():
 
 
 def test_the_fallback_stops_when_two_configs_fail_with_the_same_error():
-    from tuner.packaging.build import same_error
+    from tuner.pt2.build import same_error
 
     one = {"change": "as tuned", "error": "CppCompileError: C++ compile error"}
     two = {"change": "as tuned, weights folded at build time", "error": one["error"]}
@@ -179,7 +179,7 @@ def test_the_fallback_stops_when_two_configs_fail_with_the_same_error():
 
 
 def test_a_package_needing_a_newer_libstdcxx_or_glibc_is_refused():
-    from tuner.packaging import toolchain
+    from tuner.pt2 import toolchain
 
     path, have = toolchain.libstdcxx_here()
     if have is None:

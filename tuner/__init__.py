@@ -15,7 +15,7 @@ from .core.config import CompileConfig, TunedConfig
 from .core.errors import ConfigError, SpaceError, StudyError, TunerError, WorkloadError
 from .core.targets import find_block_classes
 from .export.best_config import load_tuned_config
-from .packaging.load import load_package
+from .pt2.load import load_package
 from .run.options import TuneOptions, TuneResult
 from .runtime.apply import apply_config, load_config, optimizer_step
 

@@ -51,8 +51,8 @@ def export_command(argv: list[str]) -> int:
 def package_command(argv: list[str]) -> int:
     from pathlib import Path
 
-    from .packaging.command import package_results
-    from .packaging.machine import CHOICES
+    from .pt2.command import package_results
+    from .pt2.machine import CHOICES
 
     p = argparse.ArgumentParser(
         prog="compile-tune package",

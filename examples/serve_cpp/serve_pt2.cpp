@@ -181,7 +181,7 @@ static std::set<std::string> cpu_flags_here() {
 // The level to rebuild for so that this CPU runs the package: this CPU's highest of the record's
 // "levels" (each with every flag it needs), or the one below the package's own where this CPU has
 // that level and lacks only its vector extras; "" where none fits (below the lowest, or no levels
-// recorded). tuner/packaging/machine.py, rebuild_level, is the same rule.
+// recorded). tuner/pt2/machine.py, rebuild_level, is the same rule.
 static std::string rebuild_level(const Json& cpu, const std::set<std::string>& here) {
   const auto& levels = cpu["levels"].fields;  // lowest first, each with every flag it needs
   int ours = -1, level = -1;

@@ -60,13 +60,13 @@ class TrialSpec:
     mode: str = "trial"
     """``trial`` measures a config; ``check`` runs the quick model check (tuner/measure/check.py);
     ``startup`` times the first step of an applied config (tuner/measure/startup.py); ``package``
-    and ``package_check`` build and check the ahead-of-time compiled model (tuner/packaging/build.py)."""
+    and ``package_check`` build and check the ahead-of-time compiled model (tuner/pt2/build.py)."""
     package_path: str | None = None
     """``package`` mode: write the AOTInductor ``.pt2`` here; ``package_check``: load and check it
-    (tuner/packaging/build.py)."""
+    (tuner/pt2/build.py)."""
     package_isa: str | None = None
     """``package`` mode: the x86-64 ISA level its C++ is built for (``x86-64-v3``), or ``native``
-    (this CPU); None: the highest level this CPU has (tuner/packaging/machine.py)."""
+    (this CPU); None: the highest level this CPU has (tuner/pt2/machine.py)."""
     config_path: str | None = None
     """``startup`` mode: apply the config from this best_config.yaml, as a user would."""
     save_artifacts_to: str | None = None

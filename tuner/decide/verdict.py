@@ -48,7 +48,7 @@ def pick_best(study, scoring: Scoring, device: str) -> TunedConfig:
     regional = regional_saving(study)
     if regional:
         tuned = dataclasses.replace(tuned, measured={**tuned.measured, "regional_compile": regional})
-    packaged = study.user_attrs.get("package") or {}  # compile-tune package (tuner/packaging/command.py)
+    packaged = study.user_attrs.get("package") or {}  # compile-tune package (tuner/pt2/command.py)
     if packaged and (packaged.get("config_key") == key or tuned.verdict == "stay_eager"):
         tuned = dataclasses.replace(tuned, measured={
             **tuned.measured, "package": {k: v for k, v in packaged.items() if k != "config_key"}})

@@ -264,7 +264,8 @@ def trial_env(threads: int | None, cache: Path | None, extra: dict[str, str] | N
         COMPILE_TUNE_PARENT_PID=str(os.getpid()),  # see workers.die_with_parent
     )
     # The child imports `tuner` from the same place as the parent: the folder that holds `tuner/`
-    # (never `tuner/` itself, whose subpackages would shadow top-level names such as `packaging`).
+    # (never `tuner/` itself, whose subpackages would shadow top-level names: a `tuner/packaging/`
+    # once shadowed the `packaging` library, which inductor's C++ builder imports through setuptools).
     package_root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH", "")) if p)
     env.update(extra or {})

@@ -13,7 +13,7 @@ import traceback
 from pathlib import Path
 
 from ..core.spec import TrialSpec
-from ..packaging.build import build_package, check_package
+from ..pt2.build import build_package, check_package
 from ..system.heap import DEFAULT, PINNED, pin_heap
 from ..system.launch import die_with_parent
 from ..user.diagnose import classify_exception

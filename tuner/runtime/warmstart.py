@@ -31,7 +31,7 @@ import tempfile
 import warnings
 from pathlib import Path
 
-from ..packaging import machine
+from ..pt2 import machine
 
 CACHE_DIRNAME = "compile_cache"
 MEGA_CACHE = "mega_cache.bin"

@@ -4,12 +4,12 @@
 
 Export takes each varying input dimension as a ``Dim`` with the bounds the workload declares in
 ``input_dims()``, or else the range the example inputs and the schedule showed
-(tuner/packaging/bounds.py); a bf16 config's forward is exported under its autocast, as
+(tuner/pt2/bounds.py); a bf16 config's forward is exported under its autocast, as
 ``apply_config`` runs it. AOTInductor then compiles it with the tuned config's inductor options
-(its mode's options folded in), its C++ held to an x86-64 ISA level (tuner/packaging/build_target.py),
+(its mode's options folded in), its C++ held to an x86-64 ISA level (tuner/pt2/build_target.py),
 float32 matmuls at the config's precision (TF32 is fixed in inductor's templates at this point),
-and compile-tune's record as the package's metadata (tuner/packaging/record.py). A config
-AOTInductor refuses gives way to the nearest one it takes (tuner/packaging/attempts.py), each
+and compile-tune's record as the package's metadata (tuner/pt2/record.py). A config
+AOTInductor refuses gives way to the nearest one it takes (tuner/pt2/attempts.py), each
 refusal recorded. Where export cannot take the model (data-dependent code, an unsupported call),
 the result names the line that stopped it and nothing is written.
 
@@ -114,7 +114,7 @@ def _export(ready, config: CompileConfig, calls: list, shapes: PackageShapes, re
 
 def _compile_first_that_packages(spec: TrialSpec, exported, attempts: list[Attempt], target: dict[str, Any],
                                  meta: dict[str, Any], one: bool, rec) -> None:
-    """Compile ``exported`` with AOTInductor under each attempt in turn (tuner/packaging/attempts.py)
+    """Compile ``exported`` with AOTInductor under each attempt in turn (tuner/pt2/attempts.py)
     until one packages; each refusal is recorded (``refused``: the attempt and its error's first line).
     A compiler that fails on its own options stops the loop (no config is to blame), and so does a
     second config failing with the first one's error (the rest would too)."""
@@ -232,7 +232,7 @@ def _matmul_precision(precision: str | None):
 
 
 def _metadata(spec: TrialSpec, inputs: Any, shapes: PackageShapes, cpu: dict[str, Any]) -> dict[str, Any]:
-    """compile-tune's record inside the package, all but the config's fields (tuner/packaging/record.py
+    """compile-tune's record inside the package, all but the config's fields (tuner/pt2/record.py
     ``META_FIELDS`` says what each is)."""
     import torch
 

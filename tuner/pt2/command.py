@@ -1,7 +1,7 @@
 """``compile-tune package RESULTS``: the winner of an inference run as a ``.pt2`` that starts
 without compiling, verified before it is recommended.
 
-Two fresh processes (tuner/packaging/build.py): one exports the workload's model with
+Two fresh processes (tuner/pt2/build.py): one exports the workload's model with
 ``torch.export`` (the schedule's varying dimensions as ``Dim``s) and compiles it with AOTInductor
 under the tuned inductor options and precision into ``model.pt2`` beside ``best_config.yaml``, its
 C++ for an x86-64 ISA level (``--isa``; the highest this CPU has by default), falling back to the
@@ -94,7 +94,7 @@ def package_results(results: str | Path, timeout: float = 1800.0, log: Callable[
 
 def _check_compiler(level: str, flags: list[str] | None) -> None:
     """Refuse, before anything is exported, a C++ compiler that cannot build for ``level`` with the
-    vector ISA flags inductor will add there (tuner/packaging/toolchain.py)."""
+    vector ISA flags inductor will add there (tuner/pt2/toolchain.py)."""
     if level == machine.NATIVE:
         return
     from torch._inductor import config as inductor_config

@@ -1,6 +1,6 @@
 """The machine compiled code is built for: the x86-64 ISA level of its CPU code, the CPU flags
 that code needs, a CUDA device's compute capability; and the comparisons that refuse a ``.pt2``
-(tuner/packaging/record.py) or a warm-start bundle (tuner/runtime/warmstart.py) on a machine
+(tuner/pt2/record.py) or a warm-start bundle (tuner/runtime/warmstart.py) on a machine
 that lacks them, before any of its code loads.
 
 Inductor compiles C++ with ``-march=native`` unless ``torch._inductor.config.cpp.march`` names a

@@ -1,5 +1,5 @@
 """Serving the packaged model: ``tuner.load_package`` loads the ``.pt2`` that ``compile-tune
-package`` wrote (tuner/packaging/command.py) with AOTInductor's loader: no Dynamo, no compile at start-up.
+package`` wrote (tuner/pt2/command.py) with AOTInductor's loader: no Dynamo, no compile at start-up.
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from ..export.best_config import load_tuned_config
 from ..runtime.apply import _pin_heap_as_measured, _warn_on_thread_mismatch
 from .record import check_inputs, read_metadata, refuse_mismatch
 
-#: The package's file name, beside best_config.yaml (tuner/packaging/command.py writes it).
+#: The package's file name, beside best_config.yaml (tuner/pt2/command.py writes it).
 PACKAGE_NAME = "model.pt2"
 #: AOTInductor's switch for the input checks its generated code carries (off unless set).
 AOTI_CHECKS = "AOTI_RUNTIME_CHECK_INPUTS"

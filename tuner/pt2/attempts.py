@@ -1,7 +1,7 @@
 """The configs a package build tries, nearest to the tuned one first: AOTInductor refuses some
 configs that ``torch.compile`` takes (a small convnet under ``max-autotune`` on CPU: "Not all
 constant gets mapped for constant folding graph", its GEMM template's packed weights clash with
-runtime constant folding). The build (tuner/packaging/build.py) compiles each in turn until
+runtime constant folding). The build (tuner/pt2/build.py) compiles each in turn until
 one packages, and records what each that failed said.
 
 The order, each a step further from what was measured:

@@ -1,5 +1,5 @@
 """What a package's code is built for, inside the build process: the inductor options that hold
-its C++ to an x86-64 ISA level (tuner/packaging/machine.py says why), the vector ISA held to
+its C++ to an x86-64 ISA level (tuner/pt2/machine.py says why), the vector ISA held to
 that level's own features, the record the package keeps of this machine (CPU level and flags, a
 GPU's capability), and the check, once it is built, that the compiler was given that level and
 nothing beyond what the record requires.
@@ -29,7 +29,7 @@ def level_cpu(level: str, flags: list[str] | None) -> Iterator[None]:
     """Inductor sees a CPU of ``level``'s features alone (those of ``flags`` the level includes) for
     the duration: at x86-64-v4 ``pick_vec_isa`` takes the first 512-bit ISA this CPU offers, which
     on Sapphire Rapids is AMX (``-mamx-tile ... -mavx512vnni -mavx512bf16``), code an AMD EPYC with
-    x86-64-v4 cannot run. Nothing changes for :data:`~tuner.packaging.machine.NATIVE`."""
+    x86-64-v4 cannot run. Nothing changes for :data:`~tuner.pt2.machine.NATIVE`."""
     if level == facts.NATIVE or flags is None:
         yield
         return
@@ -93,7 +93,7 @@ def gpu_record(device: str) -> dict[str, Any] | None:
 
 
 def off_target(used: list[str], cpu: dict[str, Any]) -> tuple[bool, str | None]:
-    """Whether the target options the compiler recorded (``used``, tuner/packaging/record.py
+    """Whether the target options the compiler recorded (``used``, tuner/pt2/record.py
     ``compiled_flags``) could be checked against the ``cpu`` record, and why they break it (None
     where they keep it). Nothing recorded (clang's producer string, no line tables, compressed
     debug sections) is not a pass: the first is False. A native build requires every flag of this
