@@ -1,6 +1,7 @@
 """A user's training script under torchrun that applies a tuned multi-rank config with one call;
 it prints what it runs, for tests/test_ranks.py: the wrapper, its DDP settings and the graphs."""
 import json
+import os
 import sys
 
 import torch
@@ -21,9 +22,13 @@ for _ in range(3):
     optimizer.step()
 from torch._dynamo.utils import counters  # noqa: E402
 
-print(json.dumps({"rank": dist.get_rank(), "wrapper": type(model).__name__,
-                  "bucket_bytes_cap": getattr(model, "bucket_bytes_cap", None),
-                  "optimize_ddp": torch._dynamo.config.optimize_ddp,
-                  "graphs": int(counters["stats"].get("unique_graphs", 0)),
-                  "backend_graphs": int(counters["aot_autograd"].get("total", 0))}), flush=True)
+line = json.dumps({"rank": dist.get_rank(), "wrapper": type(model).__name__,
+                   "bucket_bytes_cap": getattr(model, "bucket_bytes_cap", None),
+                   "optimize_ddp": torch._dynamo.config.optimize_ddp,
+                   "graphs": int(counters["stats"].get("unique_graphs", 0)),
+                   "backend_graphs": int(counters["aot_autograd"].get("total", 0))})
+# One write of the whole line: both ranks share torchrun's stdout pipe, and print() writes the text
+# and its newline apart, so the two ranks' lines could run into one ("Extra data", seen in the suite).
+# A write under PIPE_BUF bytes to a pipe is atomic.
+os.write(sys.stdout.fileno(), (line + "\n").encode())
 dist.destroy_process_group()
