@@ -91,15 +91,18 @@ def test_a_killed_rank_is_named_and_the_group_stops(tmp_path):
 
 def test_a_rank_killed_while_its_peer_waits_in_an_all_reduce_is_the_cause(tmp_path):
     """Rank 1 is killed while rank 0 waits for it in the second step's all-reduce: rank 0 loses
-    its peer within milliseconds and records it; the launcher finds both failed in one poll, dates
-    them to one second and names the lower rank its "Root Cause", rank 1 only under "Failures:"."""
+    its peer within milliseconds and records it (or the launcher stops it first); the launcher finds
+    both failed in one poll, dates them to one second and names the lower rank its "Root Cause",
+    rank 1 only under "Failures:"."""
     result = trial(tmp_path, "rank_faults.py", CompileConfig(backend="aot_eager"), fault="kill_in_allreduce")
     assert result["status"] == "failed"
     assert result["failed_rank"] == 1, (result["failure"], result.get("log_tail"))
     assert result["failure"]["raw"].startswith("rank 1 was killed by SIGKILL"), result["failure"]
+    # rank 0 either records the peer it lost or, where the launcher's stop reaches it first, is
+    # stopped by it (SIGTERM): a consequence either way, never the cause (seen both ways in the suite)
     lost = [c for c in result["consequences"] if c["rank"] == 0]
-    assert lost and "Connection closed by peer" in lost[0]["raw"], ("rank 0 waited in the all-reduce and lost "
-                                                                   "its peer", result["consequences"])
+    assert lost and any(why in lost[0]["raw"] for why in ("Connection closed by peer", "killed by SIGTERM")), (
+        "rank 0 waited in the all-reduce and lost its peer", result["consequences"])
 
 
 def test_an_inductor_timeout_in_a_rank_is_not_a_hang(tmp_path):
