@@ -46,14 +46,20 @@ def speedups(config: CompileConfig) -> float:
     return speedup
 
 
-def search(tmp_path: Path, trials: int) -> list[str]:
+def canned(tmp_path: Path, trials: int, text: str = SPACE, cls=None, name: str = "order"):
+    """A tuner of canned measurements on a space of ``text``, with its study store."""
     path = tmp_path / "space.yaml"
-    path.write_text(SPACE)
-    space = load_space(str(path)).restrict(device="cpu", task="infer", has_blocks=False)
-    store = open_store(f"sqlite:///{tmp_path / 'study.db'}", "order", seed=0)
+    path.write_text(text)
+    space = load_space(str(path)).restrict(device="cpu", task="infer", has_blocks="blocks" in text)
+    store = open_store(f"sqlite:///{tmp_path / 'study.db'}", name, seed=0)
     settings = StudySettings(workload=str(tmp_path / "model.py"), task="infer", device="cpu", threads=1,
                              steps=100000, trials=trials, seed=0)
-    tuner = Canned(store, space, settings, tmp_path / "work", speedup_of=speedups, log=lambda *_: None)
+    return (cls or Canned)(store, space, settings, tmp_path / "work", speedup_of=speedups,
+                           log=lambda *_: None), store
+
+
+def search(tmp_path: Path, trials: int) -> list[str]:
+    tuner, store = canned(tmp_path, trials)
     scoring = tuner.baselines()
     tuner.search(scoring, StudyRun(study=store.study, scoring=scoring))
     return tuner.order
@@ -117,13 +123,7 @@ class RegionalNothing(Canned):
 
 
 def test_a_regional_trial_that_compiled_nothing_ends_the_search_of_blocks(tmp_path):
-    path = tmp_path / "space.yaml"
-    path.write_text(BLOCKS_SPACE)
-    space = load_space(str(path)).restrict(device="cpu", task="infer", has_blocks=True)
-    store = open_store(f"sqlite:///{tmp_path / 'study.db'}", "blocks", seed=0)
-    settings = StudySettings(workload=str(tmp_path / "model.py"), task="infer", device="cpu", threads=1,
-                             steps=100000, trials=12, seed=0)
-    tuner = RegionalNothing(store, space, settings, tmp_path / "work", speedup_of=speedups, log=lambda *_: None)
+    tuner, store = canned(tmp_path, 12, BLOCKS_SPACE, RegionalNothing, "blocks")
     scoring = tuner.baselines()
     run = StudyRun(study=store.study, scoring=scoring)
     tuner.search(scoring, run)
@@ -148,13 +148,7 @@ def test_a_lower_claim_read_after_a_higher_one_settled_gives_way_to_it(tmp_path)
 
     from tuner.decide.search import SETTLED_ATTR
 
-    path = tmp_path / "space.yaml"
-    path.write_text(SPACE)
-    space = load_space(str(path)).restrict(device="cpu", task="infer", has_blocks=False)
-    store = open_store(f"sqlite:///{tmp_path / 'study.db'}", "claims", seed=0)
-    settings = StudySettings(workload=str(tmp_path / "model.py"), task="infer", device="cpu", threads=1,
-                             steps=100000, trials=4, seed=0)
-    tuner = Canned(store, space, settings, tmp_path / "work", speedup_of=speedups, log=lambda *_: None)
+    tuner, store = canned(tmp_path, 4, name="claims")
     key = CompileConfig(backend="aot_eager").key()
 
     def claim(settled: bool) -> int:
