@@ -107,8 +107,6 @@ class Race:
     """The search's finalists as the study names them (what tells a stored decision is current)."""
     records: dict[str, Record] = field(init=False)
     racing: list[CompileConfig] = field(init=False, default_factory=list)
-    joined: dict[str, int] = field(init=False, default_factory=dict)
-    """Candidate key -> the round it joined at."""
     done: int = field(init=False, default=0)
     walls: list[float] = field(init=False, default_factory=list)
     ran: int | None = field(init=False, default=None)
@@ -152,7 +150,6 @@ class Race:
                 continue
             self.records[key] = Record(cfg, joined=self.done)
             self.racing.append(cfg)
-            self.joined[key] = self.done
             if self._opens_with(first.get(key)):
                 self.records[key].add(first[key], self.scoring, self.done)
                 self.ahead[key] = self.done
@@ -251,7 +248,8 @@ class Race:
             return self.per_round
         plain = next((c for c in self.decision.get("candidates") or [] if c.get("config") == PLAIN_COMPILE.to_dict()),
                      None)
-        return 1 if plain and plain.get("zone") and self.done - self.joined[key] >= MIN_ROUNDS else self.per_round
+        decided = plain and plain.get("zone") and self.done - self.records[key].joined >= MIN_ROUNDS
+        return 1 if decided else self.per_round
 
     def joiner_processes(self) -> tuple[int, int]:
         """``(cold, warm)``: the processes a candidate joining after its search trial (one of its
@@ -271,7 +269,7 @@ class Race:
         first look after its second round (7), not the race's next (8)."""
         if self.done in self.looks or self.done >= self.rounds:
             return True
-        return any(self.done - self.joined[c.key()] in self.looks for c in self.racing)
+        return any(self.done - self.records[c.key()].joined in self.looks for c in self.racing)
 
     def _drop(self) -> list[str]:
         """Stop measuring the candidates the last look settled: those that trail the leader
@@ -284,7 +282,7 @@ class Race:
         rows = d.get("against_plain") or {}
         for c in self.racing:
             key, row = c.key(), rows.get(c.key())
-            if key == plain or row is None or key in why or self.done - self.joined[key] < MIN_ROUNDS:
+            if key == plain or row is None or key in why or self.done - self.records[key].joined < MIN_ROUNDS:
                 continue
             if row["zone"] in ("slower", "ties"):
                 why[key] = f"{'slower than' if row['zone'] == 'slower' else 'ties'} plain torch.compile"
@@ -305,10 +303,10 @@ class Race:
         low, high = row.get("saving_interval_s") or (None, None)
         if low is None or high is None:
             return True
-        own = self.done - self.joined[key]
+        own = self.done - self.records[key].joined
         need = stats.rounds_to_decide(stats.Interval(row["saving_s"], low, high, row.get("look_confidence") or 0.99),
                                       row.get("margin_s") or 0.0, own, df=int(row.get("df") or 0))
-        return need is not None and self.joined[key] + need <= self.rounds
+        return need is not None and self.records[key].joined + need <= self.rounds
 
     def settled(self) -> bool:
         """Whether the last look decided (or failed), every candidate racing had :data:`MIN_ROUNDS`
@@ -318,7 +316,7 @@ class Race:
             return True
         racing = {c.key() for c in self.racing}
         return (d.get("verdict") in ("compile", "stay_eager")
-                and all(self.done - self.joined[k] >= MIN_ROUNDS for k in racing)
+                and all(self.done - self.records[k].joined >= MIN_ROUNDS for k in racing)
                 and not racing & set(d.get("undecided_against_plain") or []))
 
     def promising(self) -> bool:
@@ -332,7 +330,7 @@ class Race:
         """Candidates beyond plain compile still racing whose comparison with it is open."""
         open_ = set(self.decision.get("undecided_against_plain") or [])
         return sum(1 for c in self.racing if c.key() != PLAIN_COMPILE.key()
-                   and (c.key() in open_ or self.done - self.joined[c.key()] < MIN_ROUNDS))
+                   and (c.key() in open_ or self.done - self.records[c.key()].joined < MIN_ROUNDS))
 
     def _round(self) -> None:
         r = self.done
