@@ -366,3 +366,76 @@ def test_a_searched_config_joins_with_its_trial_as_a_process_unless_it_cannot_be
     record = r.records[TUNED.key()]
     assert record.steps == [(r.done, 0.01 / 1.3)] and record.cold == [30.0] and r.asked[TUNED.key()] == 1
     assert r.next_round_processes() == PAIRED_PER_ROUND - 1 + 1  # its two more, plain compile's one (decided)
+
+
+def beside_plain(speedups: dict[str, float], process: float = 0.10, spread: float = 0.01, seed: int = 0,
+                 rivals: list | None = None):
+    """Paired processes whose luck differs widely from process to process (``process``), which
+    eager, plain compile beside a candidate (its rival) and the candidate share."""
+    rng = random.Random(seed)
+
+    def measure(cfg, label, round_=0, heap=None, reuse_cache=False, timing="alone", rival=None):
+        luck = rng.lognormvariate(0, process)
+        step = 0.01 * luck
+        result = {"status": "ok", "peak_memory_mb": 1.0, "timing": timing}
+        if not cfg.compiles:
+            return {**result, "step_s": step}
+        result.update(step_s=step / speedups[cfg.key()] * rng.lognormvariate(0, spread),
+                      compile_time_s=30.0 * rng.lognormvariate(0, 0.03), eager_step_s=step * rng.lognormvariate(0, spread))
+        if rival is not None:
+            if rivals is not None:
+                rivals.append(cfg.key())
+            result.update(rival=rival.to_dict(),
+                          rival_step_mean_s=step / speedups[rival.key()] * rng.lognormvariate(0, spread))
+        return result
+
+    return measure
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_candidate_is_decided_against_plain_in_the_processes_that_step_both(seed):
+    # 4 % faster than plain compile, processes 10 % apart: the candidate's own processes that step
+    # plain beside it decide "beats", with the interval of one contrast
+    rivals = []
+    speedups = {PLAIN_COMPILE.key(): 1.3, TUNED.key(): 1.3 * 1.04}
+    r = race(beside_plain(speedups, seed=seed, rivals=rivals), per_round=PAIRED_PER_ROUND, beside_plain=True)
+    r.join([PLAIN_COMPILE], cold={PLAIN_COMPILE.key(): 30.0})
+    assert r.run(until=3)["verdict"] == "compile"
+    r.join([TUNED])
+    d = r.run()
+    row = d["against_plain"][TUNED.key()]
+    assert row["compared"] == "beside plain" and row["zone"] == "beats"
+    assert d["choice"] == TUNED.to_dict()
+    assert set(rivals) == {TUNED.key()}  # plain compile is never its own rival
+    low, high = row["speedup_interval"]
+    assert low < 1.04 < high and high / low < 1.1
+
+
+def test_without_a_rival_the_comparison_goes_through_eager_and_says_so():
+    speedups = {PLAIN_COMPILE.key(): 1.3, TUNED.key(): 1.3 * 1.04}
+    r = race(beside_plain(speedups), per_round=PAIRED_PER_ROUND)  # beside_plain off
+    r.join([PLAIN_COMPILE], cold={PLAIN_COMPILE.key(): 30.0})
+    r.run(until=3)
+    r.join([TUNED])
+    d = r.run(until=r.done + MIN_ROUNDS)
+    assert d["against_plain"][TUNED.key()]["compared"] == "through eager"
+
+
+def test_beside_plain_decides_more_candidates_in_fewer_rounds_than_through_eager():
+    # steps 2 % noisy in a process: one contrast's variance against two (30 races each, seeded:
+    # beside plain 27 "beats" within 5 rounds each, through eager 23, some after 10)
+    def races(beside: bool) -> list[tuple[str, int]]:
+        out = []
+        for seed in range(30):
+            speedups = {PLAIN_COMPILE.key(): 1.3, TUNED.key(): 1.3 * 1.04}
+            r = race(beside_plain(speedups, seed=seed, spread=0.02), per_round=PAIRED_PER_ROUND, beside_plain=beside)
+            r.join([PLAIN_COMPILE], cold={PLAIN_COMPILE.key(): 30.0})
+            r.run(until=3)
+            joined = r.done
+            r.join([TUNED])
+            out.append((r.run()["against_plain"][TUNED.key()]["zone"], r.done - joined))
+        return out
+
+    beside, through = races(True), races(False)
+    assert sum(z == "beats" for z, _ in beside) > sum(z == "beats" for z, _ in through)
+    assert max(n for _, n in beside) < max(n for _, n in through)

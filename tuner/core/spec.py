@@ -52,6 +52,12 @@ class TrialSpec:
     timing: str = "beside"
     """``beside``: eager and the config timed side by side in the process (the search);
     ``alone``: the config's own steps only, as a user's process runs them (confirmation)."""
+    rival: dict | None = None
+    """A race process of a candidate beyond plain compile (``timing="beside"``): this config, plain
+    compile, compiled too after the candidate's compile is measured and stepped as a third side, so
+    the candidate is compared with it in one process (tuner/measure/timing.py)."""
+    rival_cache_dir: str | None = None
+    """The rival's kept inductor cache, which it compiles from (warm) where there is one."""
     tolerance: float | None = None
     check_correctness: bool = True
     """Compare the config with eager after timing. Confirmation turns it off: the search checked

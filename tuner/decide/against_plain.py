@@ -17,9 +17,16 @@ of plain compile's total:
 - None: undecided; the race measures on while the budget has room.
 
 Each candidate's claim against plain compile is taken at the candidate's own look confidence
-(its share of the error rate: ``stats.arrival_share``). This comparison goes through eager, so its
-variance is the sum of two contrasts': about 1.4 times the width a process timing plain compile
-beside the candidate would give (not built yet; docs/statistics.md).
+(its share of the error rate: ``stats.arrival_share``).
+
+**Beside plain, or through eager.** A race process of a candidate steps plain compile too, as a
+third side with eager (tuner/measure/timing.py), so ``log(plain / candidate)`` is measured in each
+of them, paired, each process's own effect cancelling as eager's does against a candidate
+(``Record.rival_samples``). Once such processes span :data:`evidence.OWN_ROUNDS` rounds the
+comparison is theirs alone (``direct``): one contrast's variance. Before that (a candidate that
+joined with its search trial, timed beside eager only) it goes through eager, two independent
+contrasts' variances summed, about 1.4 times as wide for the same processes. The row says which
+(``compared``).
 """
 from __future__ import annotations
 
@@ -47,9 +54,11 @@ class AgainstPlain:
     @classmethod
     def weigh(cls, contrasts: dict[str, stats.Contrast], costs: dict[str, stats.Cost], levels: dict[str, float],
               labels: dict[str, str], ready: set[str], steps: int, e_step: float, e_se_log: float, base_df: int,
-              tie_margin: float) -> AgainstPlain:
+              tie_margin: float, direct: dict[str, stats.Contrast] | None = None) -> AgainstPlain:
         """``contrasts``: key -> ``log(eager / key)``, plain compile's among them; ``ready``: the keys
-        with rounds enough of their own for an interval (plain compile's too, or none has one)."""
+        with rounds enough of their own for an interval (plain compile's too, or none has one);
+        ``direct``: key -> ``log(plain / key)`` from its processes that stepped plain compile beside
+        it, where they span rounds enough (then the comparison is theirs)."""
         plain = PLAIN_COMPILE.key()
         base = contrasts[plain]
         plain_step = e_step / math.exp(base.d)
@@ -59,7 +68,8 @@ class AgainstPlain:
         for key, contrast in contrasts.items():
             if key == plain:
                 continue
-            over = contrast.minus(base)  # log(plain's step / key's step)
+            beside = (direct or {}).get(key)
+            over = beside or contrast.minus(base)  # log(plain's step / key's step)
             level = levels[key]
             saving = stats.saving_of(over, steps, plain_step, base_se_log, costs[key], level, base_cost=costs[plain],
                                      base_df=base_df)
@@ -72,7 +82,8 @@ class AgainstPlain:
             out.rows[key] = {"config_label": labels[key], "zone": zone, "saving_s": saving.estimate,
                              "saving_interval_s": _finite(saving), "speedup": speedup.estimate,
                              "speedup_interval": _finite(speedup), "margin_s": out.margin_s,
-                             "look_confidence": level, "df": round(over.df, 1)}
+                             "look_confidence": level, "df": round(over.df, 1),
+                             "compared": "beside plain" if beside else "through eager"}
         return out
 
     def decision_fields(self, dropped: dict[str, str]) -> dict[str, Any]:

@@ -194,15 +194,15 @@ def new_race(study, scoring: Scoring, tuner: Tuner, k: int, rounds: int, log=pri
     # in one process eager beside a config reads as alone only with the heap pinned (docs/zoo.md)
     paired = on_gpu or tuner.settings.heap == "pinned"
 
-    def measure(config, label, round_=0, heap=None, timing="alone", reuse_cache=False):
+    def measure(config, label, round_=0, heap=None, timing="alone", reuse_cache=False, rival=None):
         # A candidate's first rounds compile without the kept cache (the cold figure, taken after it
         # was chosen) and keep theirs for the rounds after them, which compile warm from it
         # (tuner/system/caches.py).
         return tuner.measure(config, label, warm=False, reuse_cache=reuse_cache, timing_share=CONFIRM_TIMING_SHARE,
-                             timing=timing, check_correctness=False, heap=heap)
+                             timing=timing, check_correctness=False, heap=heap, **({"rival": rival} if rival else {}))
 
     race = Race(scoring, measure, rounds=rounds, heap_apart=heap_apart, paired=paired, tie_margin=tie_margin, log=log,
-                per_round=PAIRED_PER_ROUND if paired else 1)
+                per_round=PAIRED_PER_ROUND if paired else 1, beside_plain=paired)
 
     def store(decision: dict) -> None:
         study.set_user_attr("confirmation", {**decision, "finalist_keys": race.finalist_keys, "rounds": rounds,

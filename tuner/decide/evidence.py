@@ -173,11 +173,25 @@ def _figures(records: dict[str, Record], ok: list[Record], scoring: Scoring, loo
     if any(r.key == PLAIN_COMPILE.key() for r in ok):
         plain = AgainstPlain.weigh(contrasts, costs, levels, {r.key: r.config.describe() for r in ok},
                                    {r.key for r in ok if r.rounds >= OWN_ROUNDS}, scoring.steps, e_step, se_log,
-                                   len(e_steps) - 1, tie_margin)
+                                   len(e_steps) - 1, tie_margin, direct=_beside_plain(ok))
         for key, row in plain.rows.items():
             summaries[key]["against_plain"] = row
     return _Figures(records, scoring, model, models, levels, costs, speedups, savings, summaries, e_step, se_log,
                     tie_margin, len(e_steps) - 1, paired, plain)
+
+
+def _beside_plain(ok: list[Record]) -> dict[str, stats.Contrast]:
+    """``log(plain / key)`` of each candidate whose processes stepped plain compile beside it over
+    :data:`OWN_ROUNDS` rounds or more: its own paired fit, plain compile's level cancelling in each
+    process (tuner/decide/against_plain.py)."""
+    plain = PLAIN_COMPILE.key()
+    out = {}
+    for r in ok:
+        if r.key != plain and r.rival_rounds >= OWN_ROUNDS:
+            model = stats.fit(r.rival_samples(plain))
+            if model.df >= 1:
+                out[r.key] = model.contrast(plain, r.key)
+    return out
 
 
 def _eager_levels(eager: Record, ok: list[Record]) -> list[float]:

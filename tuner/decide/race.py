@@ -103,6 +103,10 @@ class Race:
     on_look: Callable[[Decision], None] | None = None
     per_round: int = 1
     """Each candidate's processes in a round (:data:`PAIRED_PER_ROUND` where paired)."""
+    beside_plain: bool = False
+    """Paired: a candidate beyond plain compile steps plain compile in its processes too, as a third
+    side (``measure(..., rival=PLAIN_COMPILE)``), so it is compared with plain compile in one
+    process (tuner/decide/against_plain.py)."""
     finalist_keys: list[str] = field(default_factory=list)
     """The search's finalists as the study names them (what tells a stored decision is current)."""
     records: dict[str, Record] = field(init=False)
@@ -350,10 +354,17 @@ class Race:
                     kwargs["timing"] = "beside"
                 kwargs["reuse_cache"] = self.asked.get(rec.key, 0) >= COLD_COMPILES
                 self.asked[rec.key] = self.asked.get(rec.key, 0) + 1
+                if self.paired and self.beside_plain and rec.key != PLAIN_COMPILE.key() and self._plain_steps():
+                    kwargs["rival"] = PLAIN_COMPILE
             rec.add(self.measure(rec.config, f"confirm-{r}-{i}", round_=r, **kwargs), self.scoring, r)
         self.ran = len(plan)
         self.walls.append(time.monotonic() - started)
         self.done += 1
+
+    def _plain_steps(self) -> bool:
+        """Whether plain compile ran cleanly in this race: a rival that fails is no yardstick."""
+        plain = self.records.get(PLAIN_COMPILE.key())
+        return bool(plain and plain.steps and not plain.failures)
 
     def _times_eager_alone(self, round_: int) -> bool:
         """:func:`times_eager_alone`, and every round while a candidate's processes came back

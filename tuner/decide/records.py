@@ -29,6 +29,9 @@ class Record:
     """(round, mean step) of each process that was not crowded."""
     beside: list[float] = field(default_factory=list)
     """Eager's mean step in each of those processes that timed eager beside the config (paired)."""
+    rival: list[float | None] = field(default_factory=list)
+    """Plain compile's mean step in each of those processes that stepped it as a third side (its
+    rival: tuner/measure/steps.py), None in the others; aligned with :attr:`steps`."""
     crowded: list[float] = field(default_factory=list)
     """The core-wait share of each crowded process (left out of the model)."""
     waits: list[float] = field(default_factory=list)
@@ -63,7 +66,8 @@ class Record:
             self.waits.append(float(wait))
         if load is not None:
             self.loads.append(float(load))
-        self.peak_memory.append(float(result.get("peak_memory_mb") or 0.0))
+        if not result.get("rival"):  # a process holding two compiled configs measures both's memory
+            self.peak_memory.append(float(result.get("peak_memory_mb") or 0.0))
         if self.config.compiles and result.get("compile_time_s") is not None:
             warm, seconds = bool(result.get("compiled_from_cache")), float(result["compile_time_s"])
             compile_wait = result.get("compile_wait_share")
@@ -78,6 +82,8 @@ class Record:
         eager_beside = result.get("eager_step_mean_s") or result.get("eager_step_s")
         if result.get("timing") == "beside" and eager_beside:
             self.beside.append(float(eager_beside))
+        rival = result.get("rival_step_mean_s")
+        self.rival.append(float(rival) if rival else None)
 
     @property
     def paired(self) -> bool:
@@ -93,6 +99,21 @@ class Record:
             process = f"{self.key}#{i}"
             out += [stats.Sample(eager_key, rnd, e, process), stats.Sample(self.key, rnd, s, process)]
         return out
+
+    def rival_samples(self, rival_key: str) -> list[stats.Sample]:
+        """The processes that stepped plain compile beside this config, as paired samples of the two
+        (each process its own block: its effect cancels in the pair, as eager's does)."""
+        out = []
+        for i, ((rnd, s), r) in enumerate(zip(self.steps, self.rival)):
+            if r:
+                process = f"{self.key}#{i}"
+                out += [stats.Sample(rival_key, rnd, r, process), stats.Sample(self.key, rnd, s, process)]
+        return out
+
+    @property
+    def rival_rounds(self) -> int:
+        """The rounds with a process that stepped plain compile beside this config."""
+        return len({rnd for (rnd, _), r in zip(self.steps, self.rival) if r})
 
     @property
     def processes(self) -> int:

@@ -81,10 +81,11 @@ class Tuner(Baselines):
 
     def measure(self, config: CompileConfig, label: str = "trial", compile_budget_s: float | None = None,
                 warm: bool | None = None, reuse_cache: bool = False, timing_share: float = 1.0,
-                timing: str = "beside", check_correctness: bool = True, heap: str | None = None) -> dict:
+                timing: str = "beside", check_correctness: bool = True, heap: str | None = None,
+                rival: CompileConfig | None = None) -> dict:
         """One isolated trial of ``config`` (:meth:`TrialRunner.measure`, tuner/decide/trial_runner.py)."""
         return self.runner.measure(config, label, compile_budget_s, warm, reuse_cache, timing_share, timing,
-                                   check_correctness, heap)
+                                   check_correctness, heap, rival)
 
     @property
     def caches(self) -> KeptCaches:

@@ -35,7 +35,8 @@ class TrialRunner:
 
     def measure(self, config: CompileConfig, label: str = "trial", compile_budget_s: float | None = None,
                 warm: bool | None = None, reuse_cache: bool = False, timing_share: float = 1.0,
-                timing: str = "beside", check_correctness: bool = True, heap: str | None = None) -> dict:
+                timing: str = "beside", check_correctness: bool = True, heap: str | None = None,
+                rival: CompileConfig | None = None) -> dict:
         """One isolated trial of ``config``. With ``warm``, an inductor config also gets its warm
         (cache kept) compile time measured in a second process; by default only where the score
         counts it (``--compile-cost warm``): that process costs about a compile's time.
@@ -46,12 +47,17 @@ class TrialRunner:
         confirmation times several shorter trials); ``timing`` is ``beside`` (eager and the config
         side by side) or ``alone`` (tuner/measure/timing.py). Confirmation turns the correctness
         check off (``check_correctness``: the search checked the config) and asks for eager as a
-        user's process starts (``heap="default"``, the study's heap otherwise). ``label`` names its trace."""
+        user's process starts (``heap="default"``, the study's heap otherwise). ``rival`` (a race
+        process beside eager): plain compile stepped as a third side, compiled from its kept cache
+        (tuner/measure/trial.py). ``label`` names its trace."""
         s = self.settings
         if warm is None:
             warm = s.compile_cost == "warm"
         spec = dataclasses.replace(self.spec(config, timing_share, timing), check_correctness=check_correctness,
                                    heap=heap or self.settings.heap)
+        if rival is not None and timing == "beside":
+            kept = self.caches.get(rival.key()) if rival.backend == "inductor" else None
+            spec = dataclasses.replace(spec, rival=rival.to_dict(), rival_cache_dir=str(kept) if kept else None)
         env = {}
         if s.trace_dir and config.compiles:
             # TORCH_TRACE: the structured compile trace that PyTorch's tlparse renders.

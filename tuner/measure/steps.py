@@ -15,6 +15,12 @@ gradients and optimizer state, so their memory figures differ only by what compi
 A config's ``precision`` belongs to its compiled side only: the bf16 autocast around the model's
 forward is one more swapped attribute, and the process-wide TF32 matmul setting is switched with
 the mode, so eager stays the float32 reference it is timed and checked as.
+
+A race process may hold a second compiled config, its **rival** (:meth:`Step.hold_rival`): plain
+``torch.compile`` beside the candidate, a third side stepped in turn with eager and the candidate,
+so the candidate is compared with plain compile inside one process (tuner/measure/timing.py). Its
+forwards are swapped in the same way; each side's own optimizer step and matmul precision go with
+it.
 """
 from __future__ import annotations
 
@@ -32,6 +38,19 @@ from .setup import seed_all
 from .stand_in import slowdown, stand_in
 from .tree import map_tensors
 
+#: The third side of a process that holds a rival (:meth:`Step.hold_rival`); eager is False and the
+#: config True, as ``Step.mode`` takes them.
+RIVAL = "rival"
+
+
+@dataclasses.dataclass
+class _Side:
+    """One compiled config's swapped attributes: what stepping it switches in."""
+
+    forwards: list[tuple[Any, Any, Any]]  # (module, its compiled forward, its own bound)
+    optimizer_step: Any = None
+    matmul_precision: dict[bool, str] = dataclasses.field(default_factory=dict)
+
 
 class Step:
     """One step of the user's workload on one model object, eager or compiled."""
@@ -46,7 +65,11 @@ class Step:
         self._forwards: list[tuple[Any, Any, Any]] = []  # (module, its compiled forward, its own bound)
         self._compiled_optimizer_step = None
         self._matmul_precision: dict[bool, str] = {}  # eager/compiled -> float32 matmul precision (tf32)
+        self._rival: _Side | None = None
+        self._optimizer_step = None  # the stepped side's compiled optimizer step (None: optimizer.step)
         self.compiled = False
+        self.side: bool | str = False
+        """What steps run now: False (eager), True (the config), :data:`RIVAL`."""
         if task == "train":
             model.train()
             if workload.build_optimizer is not None:
@@ -86,35 +109,77 @@ class Step:
         take the optimizer step the config asks for."""
         if self.optimizer is not None:
             self._compiled_optimizer_step = optimizer_step(self.optimizer, config)
-        self.compiled = True
+        self._optimizer_step = self._compiled_optimizer_step
+        self.compiled, self.side = True, True
+
+    def hold_rival(self, config: CompileConfig) -> list[tuple[str, Any]]:
+        """Compile ``config`` too, as a third side (:data:`RIVAL`) beside the config compiled already,
+        which stays the config ``mode(True)`` steps. Compiled as ``apply_config`` would on a model
+        never compiled: the config's forwards are taken off for the duration."""
+        held = _Side(self._forwards, self._compiled_optimizer_step, self._matmul_precision)
+        self._set(False)
+        self._rival = None
+        for module, _, _ in held.forwards:
+            module.__dict__.pop("forward", None)
+        self._forwards, self._compiled_optimizer_step, self._matmul_precision = [], None, {}
+        try:
+            regions = self.compile(config)
+            self._rival = _Side(self._forwards, self._compiled_optimizer_step, self._matmul_precision)
+        finally:
+            for module, _, own in self._forwards:
+                module.__dict__["forward"] = own
+            self._forwards, self._compiled_optimizer_step = held.forwards, held.optimizer_step
+            self._matmul_precision = held.matmul_precision
+            self._set(True)
+        return regions
+
+    def drop_rival(self) -> None:
+        """Step without the rival again (it failed after it compiled): the config stays."""
+        self._set(False)
+        self._rival = None
+        self._set(True)
 
     def _restore_forwards(self) -> None:
-        for module, _, _ in self._forwards:
+        for module, _, _ in [*self._forwards, *(self._rival.forwards if self._rival else [])]:
             module.__dict__.pop("forward", None)
         if self._matmul_precision:
             _set_matmul_precision(self._matmul_precision[False])
         self._forwards, self._compiled_optimizer_step, self.compiled = [], None, False
-        self._matmul_precision = {}
+        self._matmul_precision, self._rival, self.side = {}, None, False
 
-    @contextlib.contextmanager
     def eager(self):
         """Run the model's own code for the duration (nothing compiled is called)."""
-        was = self.compiled
-        self._set(False)
+        return self.mode(False)
+
+    @contextlib.contextmanager
+    def mode(self, side: bool | str):
+        """Step ``side`` for the duration: False eager, True the config, :data:`RIVAL` the rival."""
+        was = self.side
+        self._set(side)
         try:
             yield self
         finally:
             self._set(was)
 
-    def mode(self, compiled: bool):
-        return contextlib.nullcontext(self) if compiled else self.eager()
-
-    def _set(self, compiled: bool) -> None:
-        for module, forward, own in self._forwards:
-            module.__dict__["forward"] = forward if compiled else own
-        if self._matmul_precision:
-            _set_matmul_precision(self._matmul_precision[compiled])
-        self.compiled = compiled and bool(self._forwards)
+    def _set(self, side: bool | str) -> None:
+        rival = self._rival if side == RIVAL else None
+        active = rival.forwards if rival else self._forwards if side is True else []
+        if self._rival is None:
+            for module, forward, own in self._forwards:
+                module.__dict__["forward"] = forward if side is True else own
+        else:  # a module both configs compile: back to its own first, then the stepped side's
+            for module, _, own in [*self._forwards, *self._rival.forwards]:
+                module.__dict__["forward"] = own
+            for module, forward, _ in active:
+                module.__dict__["forward"] = forward
+        precisions = [p for p in (self._matmul_precision, self._rival.matmul_precision if self._rival else {}) if p]
+        if precisions:  # eager's is the process's own, the same in each
+            stepped = (rival.matmul_precision if rival else self._matmul_precision if side is True else {})
+            _set_matmul_precision(stepped.get(True) or precisions[0][False])
+        self._optimizer_step = (rival.optimizer_step if rival else
+                                self._compiled_optimizer_step if side is True else None)
+        self.side = side
+        self.compiled = bool(active)
 
     def __call__(self, inputs, inspect=None):
         import torch
@@ -132,8 +197,8 @@ class Step:
         loss.backward()
         if inspect:
             inspect(out, loss)
-        if self.compiled and self._compiled_optimizer_step is not None:
-            self._compiled_optimizer_step()
+        if self.compiled and self._optimizer_step is not None:
+            self._optimizer_step()
         else:
             self.optimizer.step()
         return loss

@@ -21,11 +21,19 @@ the model: grouping equal shapes into blocks flatters whichever side suffers mor
 change (BERT over 16 request lengths: 1.09x grouped, 1.06x in arrival order, in one process).
 Each step's time is filed under its input's signature; a side's figure is the schedule's
 weighted mean of per-signature medians (tuner/measure/mix.py).
+
+**Three sides** (``rival``): a race process of a candidate beyond plain compile steps plain compile
+too (tuner/measure/steps.py ``RIVAL``), so the candidate is compared with plain compile in one
+process, as it is with eager, instead of through eager across processes (two contrasts' variance,
+tuner/decide/against_plain.py). The order of the sides runs through every permutation step by
+step (for two sides, A B then B A as before), so each side follows each other equally often and
+what one leaves in the caches is charged to all alike.
 """
 from __future__ import annotations
 
 import contextlib
 import gc
+import itertools
 import math
 import statistics
 from dataclasses import dataclass
@@ -33,6 +41,7 @@ from typing import Any
 
 from .devices import timed
 from .mix import MixEntry, signature, weighted
+from .steps import RIVAL
 
 #: Most steps of one input in one block (without a schedule).
 MOST_PER_BLOCK = 50
@@ -52,6 +61,8 @@ class Timing:
     compiled: list[list[float]]
     round_ratios: list[float | None]
     arrival_order: bool = False
+    rival: list[list[float]] | None = None
+    """The rival's times per entry, where the process stepped one (plain compile beside a candidate)."""
 
     @property
     def alone(self) -> bool:
@@ -95,21 +106,33 @@ class Timing:
             "round_ratios": self.round_ratios,
             "timed_steps": sum(len(t) for t in self.compiled),
             "mix": per_input[:50],
+            **self._rival_figures(),
         }
+
+    def _rival_figures(self) -> dict[str, Any]:
+        if not self.rival or not any(self.rival):
+            return {}
+        step = weighted([statistics.median(t) for t in self.rival], self.mix)
+        return {"rival_step_s": step, "rival_step_mean_s": weighted([statistics.mean(t) for t in self.rival], self.mix),
+                "rival_speedup": step / self.compiled_mix_s if self.compiled_mix_s > 0 else None}
 
 
 def time_steps(step, mix: list[MixEntry], schedule: list | None, rounds: int, measure_seconds: float,
-               estimates: list[float], device: str, alone: bool = False) -> Timing:
+               estimates: list[float], device: str, alone: bool = False, rival: bool = False) -> Timing:
     """Time ``step`` over ``mix`` for ``rounds`` rounds within about ``measure_seconds``:
-    side by side with eager, or (``alone``) the step's own mode only. ``estimates`` are eager's
-    step times per mix entry, which size the blocks."""
+    side by side with eager, or (``alone``) the step's own mode only; with ``rival``, the step's
+    rival (plain compile) as a third side. ``estimates`` are eager's step times per mix entry,
+    which size the blocks."""
     rounds = max(1, rounds)
-    sides = [True] if alone else [False, True]
-    per_side = measure_seconds / (len(sides) * rounds)
+    sides: list[bool | str] = [True] if alone else [False, True, *([RIVAL] if rival else [])]
+    # a rival's side is timed on top: eager's and the config's keep the steps a process of two sides
+    # gives them, so its contrast with eager is as precise as in any other process
+    per_side = measure_seconds / (len(sides[:2]) * rounds)
     blocks = (_arrival_windows(schedule, mix, estimates, rounds, per_side) if schedule
               else _blocks(mix, estimates, per_side) * rounds)
     index = {signature(e.inputs): i for i, e in enumerate(mix)}
-    times: dict[bool, list[list[float]]] = {False: [[] for _ in mix], True: [[] for _ in mix]}
+    times: dict[bool | str, list[list[float]]] = {side: [[] for _ in mix] for side in (False, True, RIVAL)}
+    orders = list(itertools.permutations(sides))
     ratios: list[float | None] = []
     first = blocks[0][0][0]
     with _no_garbage_collection():
@@ -117,27 +140,29 @@ def time_steps(step, mix: list[MixEntry], schedule: list | None, rounds: int, me
         # 0.6-0.8 ms for a 70 us step, and the first timed step was always eager's
         settle = max(1, min(SETTLING_PAIRS, math.ceil(SETTLING_S / max(min(estimates, default=1.0), 1e-6))))
         for k in range(settle):
-            for is_compiled in (sides if k % 2 == 0 else list(reversed(sides))):
-                with step.mode(is_compiled):
+            for side in orders[k % len(orders)]:
+                with step.mode(side):
                     step(first)
         for r in range(rounds):
-            ratios.append(_time_round(step, blocks[r], r, sides, index, times, device, alone))
-    return Timing(mix, times[False], times[True], ratios, arrival_order=bool(schedule))
+            ratios.append(_time_round(step, blocks[r], r, orders, index, times, device, alone))
+    return Timing(mix, times[False], times[True], ratios, arrival_order=bool(schedule),
+                  rival=times[RIVAL] if rival else None)
 
 
-def _time_round(step, blocks: list[list[Any]], r: int, sides: list[bool], index: dict, times: dict, device: str,
-                alone: bool) -> float | None:
+def _time_round(step, blocks: list[list[Any]], r: int, orders: list[tuple[bool | str, ...]], index: dict,
+                times: dict, device: str, alone: bool) -> float | None:
     """One round's steps into ``times``; eager's sum over the config's (None alone)."""
-    sums = {False: 0.0, True: 0.0}
+    sums = {False: 0.0, True: 0.0, RIVAL: 0.0}
     items = [item for inputs in blocks for item in inputs]
     for k, item in enumerate(items):
-        # both sides step by step, which goes first flipped each step (A B B A): drift lasting
-        # a few steps hits both alike, where a block of each side let it hit one
-        for is_compiled in (sides if (r + k) % 2 == 0 else list(reversed(sides))):
-            with step.mode(is_compiled):
+        # every side step by step, the order moving on each step (A B, B A; with three sides all
+        # six orders): drift lasting a few steps hits every side alike, where a block of each
+        # side let it hit one
+        for side in orders[(r + k) % len(orders)]:
+            with step.mode(side):
                 took = timed(lambda x=item: step(x), device)[0]
-            times[is_compiled][index[signature(item)]].append(took)
-            sums[is_compiled] += took
+            times[side][index[signature(item)]].append(took)
+            sums[side] += took
     return None if alone or not sums[True] else sums[False] / sums[True]
 
 

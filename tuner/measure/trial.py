@@ -10,7 +10,11 @@ tuner/measure/steps.py). What is measured, in order:
 3. steady step times over the shape mix, eager and compiled in turn, step by step, so
    machine drift hits both alike (or the config's own side alone, for confirmation), the input
    schedule in arrival order (tuner/measure/timing.py);
-4. steady peak memory of compiled steps over the mix;
+   A race process of a candidate beyond plain compile also compiles plain compile (its rival),
+   after the candidate's compile is measured and from plain compile's kept cache, and steps it as
+   a third side: the candidate against plain compile in one process (tuner/measure/timing.py);
+4. steady peak memory of compiled steps over the mix (with a rival, the process holds both
+   compiled configs: the figure says so and the race leaves it out);
 5. correctness, last, so that nothing it allocates is charged to the config's memory: every
    distinct input, eager and compiled from the same weights and the same random state; in
    training the loss, every gradient and every parameter after the optimizer step. A model that
@@ -44,7 +48,16 @@ from .devices import PeakMemory, memory_in_use, timed
 from .mix import timing_mix
 from .setup import prepare, seed_all
 from .slot import pin, timing_slot
-from .steps import Step, TrainingState, checked_step, consumed_random_numbers, fresh_start, rng_state, timed_steps
+from .steps import (
+    RIVAL,
+    Step,
+    TrainingState,
+    checked_step,
+    consumed_random_numbers,
+    fresh_start,
+    rng_state,
+    timed_steps,
+)
 from .timing import time_steps
 
 
@@ -100,6 +113,8 @@ def run_trial(spec: TrialSpec, rec: Recorder) -> None:
     compiled = _compile(step, config, inputs, schedule, spec, rec) if config.compiles else None
     if compiled is None:
         rec.update(compile_time_s=0.0, first_call_s=first_eager, correct=True)
+    rival = compiled is not None and bool(spec.rival) and spec.timing == "beside" and _hold_rival(
+        step, spec, inputs, schedule, rec)
 
     line_up(spec)  # many ranks: the timed stages start on every rank at once
     # 3-4 hold the machine's timing slot where lanes run (--parallel): the only stages whose
@@ -109,7 +124,7 @@ def run_trial(spec: TrialSpec, rec: Recorder) -> None:
         rec.stage("timing")
         with CoreWait(spec.threads) as waited:
             timing = time_steps(step, mix, schedule, spec.rounds, spec.measure_seconds, estimates, device,
-                                alone=spec.timing == "alone")
+                                alone=spec.timing == "alone", rival=rival)
         rec.update(**timing.figures(), **waited.figures())
         if compiled is not None:
             rec.update(compile_time_s=_compile_time(step, timing, inputs, schedule, compiled, device, rec))
@@ -189,6 +204,42 @@ def _compile(step: Step, config: CompileConfig, inputs, schedule, spec: TrialSpe
     rec.update(compile_peak_memory_mb=compile_mem.peak_mb, compile_wait_share=waited.share)
     _record_dynamo(rec, logs)
     return _Compiled(first, warm, first_pass)
+
+
+def _hold_rival(step: Step, spec: TrialSpec, inputs, schedule, rec: Recorder) -> bool:
+    """Compile the rival (plain compile) beside the config, its first calls and the schedule's
+    first pass too, so that no step the timing measures compiles. From the rival's kept cache where
+    there is one (warm: seconds), after the config's own cold compile was measured, so that compile
+    found nothing of the rival's. Whether the process steps it: a rival that fails is left out and
+    the process is an ordinary pair, as is one whose config hit Dynamo's recompile limit (the two
+    configs' graphs count against one limit per code object, and a frame past it runs eager for both)."""
+    import torch
+
+    if rec.data.get("recompile_limit_hit"):
+        rec.update(rival_left_out="the config hit Dynamo's recompile limit")
+        return False
+    rec.stage("rival")
+    began = time.perf_counter()
+    own_cache = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    if spec.rival_cache_dir:
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = spec.rival_cache_dir
+    # the config compiled every input already: the rival's graphs get a limit's worth of their own
+    torch._dynamo.config.recompile_limit *= 2
+    try:
+        step.hold_rival(CompileConfig.from_dict(cast("dict", spec.rival)))
+        with step.mode(RIVAL):
+            timed_steps(step, inputs, 1 + spec.warmup, spec.device)
+            for item in schedule or []:
+                step(item)
+    except Exception as e:  # noqa: BLE001 - the rival is a yardstick: its failure is not the config's
+        step.drop_rival()
+        rec.update(rival_left_out=f"{type(e).__name__}: {str(e)[:300]}")
+        return False
+    finally:
+        if own_cache is not None:
+            os.environ["TORCHINDUCTOR_CACHE_DIR"] = own_cache
+    rec.update(rival=spec.rival, rival_compile_s=round(time.perf_counter() - began, 3))
+    return True
 
 
 def _compile_time(step: Step, timing, inputs, schedule, compiled: _Compiled, device: str, rec: Recorder) -> float:
