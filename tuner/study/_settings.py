@@ -95,7 +95,7 @@ def open_store(storage: str, name: str, seed: int, create: bool = True, heartbea
 
 
 def make_sampler(seed: int):
-    """The study's sampler: seeded TPE. benchmarks/search_quality.py replays it."""
+    """The study's sampler: seeded TPE."""
     import warnings
 
     import optuna
