@@ -36,8 +36,9 @@ def test_a_rival_over_a_compiled_candidate_with_a_schedule(workloads, tmp_path):
     assert result["status"] == "ok", result.get("failure")
     assert result["rival_step_s"] > 0 and result["rival_compile_s"] >= 0
     assert "rival_left_out" not in result
-    # the candidate's compile was measured before the rival compiled: its figures are its own
+    # the candidate's compile and memory were measured before the rival compiled: its figures are its own
     assert result["compile_time_s"] > 0 and result["regions"] == 1
+    assert result["steady_peak_memory_mb"] > 0 and result["peak_memory_mb"] >= result["steady_peak_memory_mb"]
 
 
 def test_a_rival_that_fails_leaves_an_ordinary_pair(workloads, tmp_path):

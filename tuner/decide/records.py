@@ -66,8 +66,7 @@ class Record:
             self.waits.append(float(wait))
         if load is not None:
             self.loads.append(float(load))
-        if not result.get("rival"):  # a process holding two compiled configs measures both's memory
-            self.peak_memory.append(float(result.get("peak_memory_mb") or 0.0))
+        self.peak_memory.append(float(result.get("peak_memory_mb") or 0.0))
         if self.config.compiles and result.get("compile_time_s") is not None:
             warm, seconds = bool(result.get("compiled_from_cache")), float(result["compile_time_s"])
             compile_wait = result.get("compile_wait_share")

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..core.config import BLOCKS, CompileConfig
+from ..core.config import BLOCKS, PLAIN_COMPILE, CompileConfig
 from ..core.score import Scoring
 from ..space.moves import first_moves
 from ..space.search_space import SearchSpace
@@ -147,11 +147,21 @@ class Tuner(Baselines):
         warm = True if label == ROLE_PLAIN and self.warm_plain else None
         share = self.baseline_share  # a search trial too: in a run that races, it is the candidate's first process
         try:
-            return self.measure(config, label, compile_budget_s, warm=warm, timing_share=share)
+            return self.measure(config, label, compile_budget_s, warm=warm, timing_share=share,
+                                **({"rival": PLAIN_COMPILE} if self._rivals(config, label) else {}))
         except KeyboardInterrupt:
             if mark_interrupted(self.store, number, "interrupted (Ctrl-C)"):
                 requeue(self.study, self.store.get(number))
             raise
+
+    def _rivals(self, config: CompileConfig, label: str) -> bool:
+        """Whether a search trial steps plain compile beside its config (tuner/measure/steps.py's
+        rival): in a run that races with paired processes the trial is the candidate's first race
+        process (tuner/decide/race.py ``join``), so it is its first sample against plain compile too."""
+        s = self.settings
+        paired = s.device.startswith("cuda") or s.heap == "pinned"
+        return (self.baseline_share < 1 and paired and label != ROLE_PLAIN and config.compiles
+                and config.key() != PLAIN_COMPILE.key() and self.caches.get(PLAIN_COMPILE.key()) is not None)
 
     # -- searching
 

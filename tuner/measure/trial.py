@@ -13,8 +13,8 @@ tuner/measure/steps.py). What is measured, in order:
    A race process of a candidate beyond plain compile also compiles plain compile (its rival),
    after the candidate's compile is measured and from plain compile's kept cache, and steps it as
    a third side: the candidate against plain compile in one process (tuner/measure/timing.py);
-4. steady peak memory of compiled steps over the mix (with a rival, the process holds both
-   compiled configs: the figure says so and the race leaves it out);
+4. steady peak memory of compiled steps over the mix (with a rival, before the rival compiles:
+   the config's own figure);
 5. correctness, last, so that nothing it allocates is charged to the config's memory: every
    distinct input, eager and compiled from the same weights and the same random state; in
    training the loss, every gradient and every parameter after the optimizer step. A model that
@@ -113,8 +113,10 @@ def run_trial(spec: TrialSpec, rec: Recorder) -> None:
     compiled = _compile(step, config, inputs, schedule, spec, rec) if config.compiles else None
     if compiled is None:
         rec.update(compile_time_s=0.0, first_call_s=first_eager, correct=True)
-    rival = compiled is not None and bool(spec.rival) and spec.timing == "beside" and _hold_rival(
-        step, spec, inputs, schedule, rec)
+    rival = False
+    if compiled is not None and spec.rival and spec.timing == "beside":
+        _steady_memory(step, mix, device, rec)  # 4. before the rival compiles: the config's own
+        rival = _hold_rival(step, spec, inputs, schedule, rec)
 
     line_up(spec)  # many ranks: the timed stages start on every rank at once
     # 3-4 hold the machine's timing slot where lanes run (--parallel): the only stages whose
@@ -128,14 +130,8 @@ def run_trial(spec: TrialSpec, rec: Recorder) -> None:
         rec.update(**timing.figures(), **waited.figures())
         if compiled is not None:
             rec.update(compile_time_s=_compile_time(step, timing, inputs, schedule, compiled, device, rec))
-            # 4. steady peak memory over the mix
-            rec.stage("memory")
-            with PeakMemory(device) as steady_mem:
-                for entry in mix:
-                    for _ in range(2):
-                        step(entry.inputs)
-            rec.update(steady_peak_memory_mb=steady_mem.peak_mb,
-                       peak_memory_mb=max(rec.data["compile_peak_memory_mb"], steady_mem.peak_mb))
+            if not rival:
+                _steady_memory(step, mix, device, rec)
         else:
             rec.update(steady_peak_memory_mb=eager_mem.peak_mb, peak_memory_mb=eager_mem.peak_mb)
 
@@ -204,6 +200,17 @@ def _compile(step: Step, config: CompileConfig, inputs, schedule, spec: TrialSpe
     rec.update(compile_peak_memory_mb=compile_mem.peak_mb, compile_wait_share=waited.share)
     _record_dynamo(rec, logs)
     return _Compiled(first, warm, first_pass)
+
+
+def _steady_memory(step: Step, mix, device: str, rec: Recorder) -> None:
+    """4. steady peak memory over the mix (compiled steps)."""
+    rec.stage("memory")
+    with PeakMemory(device) as steady_mem:
+        for entry in mix:
+            for _ in range(2):
+                step(entry.inputs)
+    rec.update(steady_peak_memory_mb=steady_mem.peak_mb,
+               peak_memory_mb=max(rec.data["compile_peak_memory_mb"], steady_mem.peak_mb))
 
 
 def _hold_rival(step: Step, spec: TrialSpec, inputs, schedule, rec: Recorder) -> bool:
