@@ -137,14 +137,6 @@ def test_a_close_call_runs_to_the_last_round_and_says_undecided_with_what_would_
     assert "could not tell" in d["reason"] and d["to_decide"]["rounds"] > 5
 
 
-def test_the_heaps_gain_is_its_own_figure():
-    d, _ = race({PLAIN_COMPILE.key(): 1.3, TUNED.key(): 1.3}, spread=0.02, seed=4, heap_gain=1.17)
-    lo, hi = d["heap"]["interval"]
-    assert lo < 1.17 < hi and abs(d["heap"]["gain"] - 1.17) < 0.05
-    # and compile is judged against pinned eager: its speedup is not inflated by the heap's
-    assert d["best"]["speedup_interval"][0] < 1.3 < d["best"]["speedup_interval"][1]
-
-
 def test_a_busy_machine_makes_the_verdict_undecided_and_says_so():
     d, _ = race({PLAIN_COMPILE.key(): 1.5, TUNED.key(): 1.5}, spread=0.02, seed=5, crowded=2)
     assert d["verdict"] == "undecided" and d["reason"].startswith("the machine was busy")
@@ -266,8 +258,8 @@ def test_paired_rounds_time_eager_beside_each_config_and_alone_once():
     assert len(m.calls) == 2 * 4
     # the spread left once paired is the inner noise's, and the processes' own spread is said apart
     assert d["spread"] < 0.06 and d["process_spread"] > 0.05, (d["spread"], d["process_spread"])
-    lo, hi = d["heap"]["interval"]
-    assert lo < 1.17 < hi
+    # the heap's gain on 1 df: its interval withheld (tests/test_heap.py)
+    assert d["heap"]["interval"] == [None, None] and d["heap"]["df"] == 1
 
 
 # ----------------------------------------------------------------------------- the three zones

@@ -15,6 +15,8 @@ from ..core.config import EAGER, CompileConfig, TunedConfig
 from ..core.durations import BUDGET_RAN_OUT
 from ..core.score import Scoring, break_even_steps, knee, pareto_front
 from ..study import ROLE_EAGER, ROLE_PLAIN, measured_trials
+from ..system.heap import PIN_REASON as HEAP_PIN_REASON
+from ..system.heap import pinned_as_measured
 
 
 def ranked(study, scoring: Scoring):
@@ -38,7 +40,8 @@ def finalist_configs(study, scoring: Scoring, k: int) -> list[CompileConfig]:
 def pick_best(study, scoring: Scoring, device: str) -> TunedConfig:
     """The fastest correct config within the memory bound; eager unless something beats it.
     When the finalists were confirmed, the confirmed medians decide (see tuner/decide/confirm.py).
-    Warm-start and thread-check figures stored for the chosen config are attached."""
+    Warm-start and thread-check figures stored for the chosen config are attached, and where
+    ``apply_config`` will pin glibc's heap, why (``measured.heap_pinned_because``)."""
     tuned = _pick_best(study, scoring, device)
     key = tuned.config.key()
     started = study.user_attrs.get("warm_start") or {}
@@ -58,6 +61,8 @@ def pick_best(study, scoring: Scoring, device: str) -> TunedConfig:
     ranks = _ranks_of(study, key)
     if ranks:
         tuned = dataclasses.replace(tuned, measured={**tuned.measured, "ranks": ranks})
+    if pinned_as_measured(tuned.tuned_on):  # apply_config pins it for every verdict: the reason, said
+        tuned = dataclasses.replace(tuned, measured={**tuned.measured, "heap_pinned_because": HEAP_PIN_REASON})
     return tuned
 
 
@@ -232,8 +237,9 @@ def _from_confirmation(decision: dict, scoring: Scoring, tuned_on: dict, study) 
         "paired": decision.get("paired"), "process_spread": decision.get("process_spread"),
     }
     heap = decision.get("heap")
-    if heap:  # eager pinned against eager as a user's process starts (tuner/system/heap.py)
+    if heap:  # eager pinned against eager as a user's process starts: a side figure (evidence.HEAP_GAIN_DF)
         base.update(heap_gain=heap["gain"], heap_gain_interval=heap["interval"])
+        base.update({f"heap_gain_{k}": heap[k] for k in ("df", "withheld") if heap.get(k) is not None})
     if decision.get("machine"):
         base["machine"] = decision["machine"]
     base.update(_race_facts(decision, study))

@@ -85,8 +85,9 @@ def _environment_losses(c: _View, tool: str) -> list[dict[str, Any]]:
     lost = []
     if c.heap_pinned:
         lost.append(_lost("heap", "pinned", f"every trial ran with glibc malloc's thresholds pinned ({PINNED_NOTE}); "
-                          f"{tool} leaves glibc's defaults, and CPU step times depend on them (eager's too: the pin "
-                          "is a finding of its own, not compile's). Set before starting (glibc reads them at "
+                          f"{tool} leaves glibc's defaults, and CPU step times depend on them: every step time "
+                          "the verdict quotes, eager's too, was measured pinned (measured.heap_pinned_because). "
+                          "Set before starting (glibc reads them at "
                           "start-up), or let tuner.apply_config pin them in the process",
                           [f"export {k}={v}" for k, v in heap_variables(c).items()]))
     if c.threads:

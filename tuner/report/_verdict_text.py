@@ -11,6 +11,8 @@ from typing import Any
 from ..core.precision import CHANGES_NUMERICS
 from ..core.precision import FLAG as PRECISION_FLAG
 from ..core.precision import MEANING as PRECISION_MEANING
+from ..system.heap import PIN_REASON as HEAP_PIN_REASON
+from ..system.heap import pinned_as_measured
 from ._fmt import count, megabytes, millis, missing, number, ratio, seconds, text
 
 
@@ -38,7 +40,7 @@ def verdict(tuned, hardware_warning: str | None = None, failed: int | None = Non
         v = _undecided_verdict(m, steps)
     else:
         v = _eager_verdict(m, steps, failed)
-    v.facts += extra_facts(m, tuned.thread_check)
+    v.facts += extra_facts(m, tuned.thread_check) + heap_facts(tuned)
     if m.get("confirm_cut_short"):
         v.sentence += (f" Confirmation was cut short by the --budget ({text(m['confirm_cut_short'])})"
                        + (", so its single round measured no spread." if m.get("confirm_rounds") == 1 else "."))
@@ -74,10 +76,10 @@ def verdict_text(tuned, config_path: str, hardware_warning: str | None = None) -
     else:
         wrap = {"ddp": "DistributedDataParallel", "fsdp2": "fully_shard"}.get(tuned.tuned_on.get("data_parallel"))
         wrapped = f", wraps it with {wrap}'s defaults as eager was measured," if wrap else ""
-        if number(tuned.measured.get("heap_gain")):
-            gain = ratio(tuned.measured["heap_gain"])
+        if pinned_as_measured(tuned.tuned_on):
             lines.append(f'  {config_path} says so; keep model = tuner.apply_config(model, "{config_path}"): it '
-                         f"leaves the model uncompiled{wrapped} and pins glibc's heap (eager {gain} as fast).")
+                         f"leaves the model uncompiled{wrapped} and pins glibc's heap, as every step time above "
+                         "was measured.")
         else:
             lines.append(f"  {config_path} says so; apply_config leaves the model uncompiled{wrapped.rstrip(',')}.")
     return "\n".join(lines)
@@ -262,7 +264,7 @@ def _spread_words(m: dict) -> str:
 
 
 def _confirmed_facts(m: dict) -> list[tuple[str, str, str]]:
-    """The confirmation's intervals, its spread, the machine and the heap's own gain."""
+    """The confirmation's intervals, its spread and the machine (the heap's own gain: :func:`heap_facts`)."""
     lo, hi = m.get("speedup_interval") or (None, None)
     confidence = f"{float(m['confidence']):.0%}" if number(m.get("confidence")) else "95%"
     rounds = m.get("confirm_rounds")
@@ -285,10 +287,24 @@ def _confirmed_facts(m: dict) -> list[tuple[str, str, str]]:
         facts.append(("machine", f"{machine['crowded']} of {machine['processes']} processes crowded",
                       f"waited for a core; load average up to {machine.get('load')}"
                       + ("; BUSY: the verdict is undecided" if machine.get("busy") else "; left out of the figures")))
+    return facts
+
+
+def heap_facts(tuned) -> list[tuple[str, str, str]]:
+    """Why ``apply_config`` pins glibc's heap (every figure was measured pinned), and the pin's own
+    gain apart: a side figure, its interval withheld below the degrees of freedom that give it
+    meaning (tuner/decide/evidence.py, ``HEAP_GAIN_DF``)."""
+    m, facts = tuned.measured, []
+    if pinned_as_measured(tuned.tuned_on):
+        facts.append(("heap", "pinned by apply_config, whatever the verdict",
+                      text(m.get("heap_pinned_because")) or HEAP_PIN_REASON))
     if number(m.get("heap_gain")):
-        g_lo, g_hi = m.get("heap_gain_interval") or (None, None)
-        facts.append(("pin the heap", f"eager {ratio(m['heap_gain'])} as fast pinned {_between(g_lo, g_hi, ratio)}",
-                      "glibc malloc's thresholds, its own gain, not compile's: apply_config pins it for every verdict"))
+        lo, hi = m.get("heap_gain_interval") or (None, None)
+        df = f"{m['heap_gain_df']} df" if number(m.get("heap_gain_df")) is not None else ""
+        within = (f"({ratio(lo)} to {ratio(hi)}, {df})" if number(lo) is not None and number(hi) is not None else
+                  f"(no interval: {text(m.get('heap_gain_withheld')) or 'too few processes'})")
+        facts.append(("the heap pin's own gain", f"eager {ratio(m['heap_gain'])} as fast pinned {within}",
+                      "eager pinned over eager as a user's process starts: the pin's own, not compile's"))
     return facts
 
 

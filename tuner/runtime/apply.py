@@ -15,7 +15,7 @@ from ..core.config import BLOCKS, EAGER, CompileConfig, TunedConfig
 from ..core.errors import ConfigError
 from ..core.targets import target_modules
 from ..export.best_config import load_tuned_config
-from ..system.heap import PINNED_NOTE
+from ..system.heap import PINNED_NOTE, pinned_as_measured
 from ..system.heap import pin_heap as pin_glibc_heap
 from . import precompiled
 from .apply_precision import INNER as PRECISION_INNER
@@ -44,7 +44,8 @@ def apply_config(model, config: CompileConfig | str | Path | Mapping[str, Any], 
     bfloat16 autocast (whatever the target), ``tf32`` sets ``torch.set_float32_matmul_precision("high")``
     for the whole process, with a warning (tuner/runtime/apply_precision.py). A config measured on CPU
     with glibc malloc's thresholds pinned (``tuned_on.heap``) pins them in this process too, for
-    every verdict: the step times it quotes were measured so (tuner/system/heap.py).
+    every verdict: the step times it quotes were measured so, not because the pin's own gain was
+    decided (``measured.heap_pinned_because``; tuner/system/heap.py).
 
     Example:
         >>> model = tuner.apply_config(model, "results/mlp/best_config.yaml")  # doctest: +SKIP
@@ -279,5 +280,5 @@ def _default_heap(model) -> dict[str, str]:
 
 
 def _pin_heap_as_measured(tuned_on: Mapping[str, Any]) -> None:
-    if str(tuned_on.get("heap", "")) == PINNED_NOTE and not str(tuned_on.get("device", "cpu")).startswith("cuda"):
+    if pinned_as_measured(tuned_on):
         pin_glibc_heap()

@@ -28,6 +28,25 @@ PINNED = "pinned"
 DEFAULT = "default"
 #: What ``tuned_on.heap`` says when the thresholds were pinned.
 PINNED_NOTE = "glibc malloc pinned: mmap threshold 1 GiB, trim threshold 2 GiB"
+#: Why ``apply_config`` pins the heap for every verdict, as ``measured.heap_pinned_because`` and the
+#: verdict say it: the figures were measured pinned, and pinned is where timing eager beside a config
+#: is fair. It is not a gain the race decided: ``measured.heap_gain`` is a side figure whose interval
+#: two rounds cannot give (tuner/decide/evidence.py, ``HEAP_GAIN_DF``).
+PIN_REASON = ("every step time quoted, eager's and each config's, was measured with glibc's heap pinned, where "
+              "eager timed beside a compiled model reads as eager alone (0.97x-1.01x on the zoo's seven "
+              "workloads, docs/zoo.md); apply_config pins it so that your process runs as measured, not for a "
+              "gain: the pin's own gain is not decided")
+
+
+def pinned_as_measured(tuned_on) -> bool:
+    """Whether a config measured so (``tuned_on``: ``heap``, ``device``) has ``apply_config`` pin
+    the heap: on CPU where the trials pinned it (glibc's thresholds mean nothing to CUDA's
+    caching allocator).
+
+    >>> [pinned_as_measured({"heap": PINNED_NOTE, "device": d}) for d in ("cpu", "cuda:0")]
+    [True, False]
+    """
+    return str(tuned_on.get("heap", "")) == PINNED_NOTE and not str(tuned_on.get("device", "cpu")).startswith("cuda")
 
 
 def pin_heap() -> str | None:
