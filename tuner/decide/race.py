@@ -245,9 +245,9 @@ class Race:
     def _processes_of(self, key: str) -> int:
         """A candidate's processes in the next round: :attr:`per_round`, or one for plain compile
         once its own verdict is decided while candidates beyond it race. They are compared with
-        it through eager, and more of plain compile's processes narrow that comparison little
-        (with 6 of its processes against a joiner's 6, six more take 11 % off the variance of the
-        difference: the joiner's own processes are what it needs)."""
+        it in their own processes, which step plain compile beside them (or, before those span two
+        rounds, through eager, where six more of plain compile's processes against a joiner's six
+        take 11 % off the variance of the difference): the joiner's own processes are what it needs."""
         if key != PLAIN_COMPILE.key() or len(self.racing) < 2 or self.per_round <= 1:
             return self.per_round
         plain = next((c for c in self.decision.get("candidates") or [] if c.get("config") == PLAIN_COMPILE.to_dict()),
