@@ -147,8 +147,8 @@ class Tuner(Baselines):
         warm = True if label == ROLE_PLAIN and self.warm_plain else None
         share = self.baseline_share  # a search trial too: in a run that races, it is the candidate's first process
         try:
-            return self.measure(config, label, compile_budget_s, warm=warm, timing_share=share,
-                                **({"rival": PLAIN_COMPILE} if self._rivals(config, label) else {}))
+            rival = PLAIN_COMPILE if self._rivals(config, label) else None
+            return self.measure(config, label, compile_budget_s, warm=warm, timing_share=share, rival=rival)
         except KeyboardInterrupt:
             if mark_interrupted(self.store, number, "interrupted (Ctrl-C)"):
                 requeue(self.study, self.store.get(number))
