@@ -284,6 +284,7 @@ def _summary(r: Record, speedup: stats.Interval, saving: stats.Interval, cost: s
             "speedup": speedup.estimate, "speedup_interval": _finite(speedup),
             "saving_s": saving.estimate, "saving_interval_s": _finite(saving),
             "step_s": step, "compile_time_s": cost.compile_s, "cold_compiles_s": [round(c, 3) for c in r.cold],
+            **({"first_compile_s": round(r.first_compile[0], 3)} if r.first_compile else {}),
             "compile_time_warm_s": statistics.fmean(r.warm) if r.warm else None,
             "warm_compiles_s": [round(c, 3) for c in r.warm], "compile_time_se_s": cost.compile_se,
             "total_time_s": cost.compile_s + steps * step,

@@ -45,8 +45,10 @@ from .evidence import AS_STARTED, Record, weigh
 
 #: The fewest rounds before a candidate's first look: one more than it takes to see any spread.
 MIN_ROUNDS = 2
-#: Cold compiles of a candidate measured after it was chosen: its first processes compile without
-#: the kept cache, the ones after them from it (the warm figure).
+#: Cold compiles of a candidate measured after it was chosen, one a round: the first process of each
+#: of its first rounds compiles without the kept cache, the others from it (the warm figure). Two
+#: in one round shared that round's state of the machine (until 2026-12-07, issue 59); spread over
+#: rounds they vary as the run's compiles do.
 COLD_COMPILES = 2
 #: Each candidate's processes in a round where they are paired (eager timed beside the config in
 #: each). A paired process is one sample of the speedup and the processes of eager alone are none,
@@ -116,8 +118,8 @@ class Race:
     ran: int | None = field(init=False, default=None)
     """The processes of the round just run (None before the first)."""
     decision: Decision = field(init=False, default_factory=dict)
-    asked: dict[str, int] = field(init=False, default_factory=dict)
-    """Candidate key -> its processes so far (the first :data:`COLD_COMPILES` compile cold)."""
+    cold_rounds: dict[str, list[int]] = field(init=False, default_factory=dict)
+    """Candidate key -> the rounds in which it compiled cold (at most :data:`COLD_COMPILES`, one a round)."""
     answer: Decision = field(init=False, default_factory=dict)
     """The last look that decided (``on_look`` has seen it)."""
     ahead: dict[str, int] = field(init=False, default_factory=dict)
@@ -154,13 +156,17 @@ class Race:
                 continue
             self.records[key] = Record(cfg, joined=self.done)
             self.racing.append(cfg)
+            record = self.records[key]
             if self._opens_with(first.get(key)):
-                self.records[key].add(first[key], self.scoring, self.done)
+                record.add(first[key], self.scoring, self.done)
                 self.ahead[key] = self.done
                 if key != PLAIN_COMPILE.key():
-                    self.asked[key] = 1  # its trial compiled cold: one more cold compile, then warm
+                    self.cold_rounds[key] = [self.done]  # its trial compiled cold: one more, a round later
+                elif record.cold:
+                    record.first_compile.append(record.cold[-1])
             elif key == PLAIN_COMPILE.key() and (cold or {}).get(key):
-                self.records[key].cold.append(float((cold or {})[key]))
+                record.cold.append(float((cold or {})[key]))
+                record.first_compile.append(record.cold[-1])
             new.append(cfg)
         return new
 
@@ -352,8 +358,11 @@ class Race:
             if rec.config.compiles:
                 if self.paired:
                     kwargs["timing"] = "beside"
-                kwargs["reuse_cache"] = self.asked.get(rec.key, 0) >= COLD_COMPILES
-                self.asked[rec.key] = self.asked.get(rec.key, 0) + 1
+                colds = self.cold_rounds.setdefault(rec.key, [])
+                cold = len(colds) < COLD_COMPILES and r not in colds
+                kwargs["reuse_cache"] = not cold
+                if cold:
+                    colds.append(r)
                 if self.paired and self.beside_plain and rec.key != PLAIN_COMPILE.key() and self._plain_steps():
                     kwargs["rival"] = PLAIN_COMPILE
             rec.add(self.measure(rec.config, f"confirm-{r}-{i}", round_=r, **kwargs), self.scoring, r)
