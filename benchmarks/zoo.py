@@ -170,11 +170,12 @@ def table(names: list[str], repeat: int = REPEAT) -> str:
     lines = [f"Measured on {_machine()}; torch "
              f"{(rows[0]['tuned_on'].get('torch') if rows else '?')}, threads "
              f"{(rows[0]['tuned_on'].get('threads') if rows else '?')}. `python benchmarks/zoo.py` rebuilds it.", "",
-             "| model | date, commit | task, budget | verdict | confirmed speedup (95 % interval) | spread (run) | "
+             "| model | date, commit | task, budget | verdict | configs searched | best beyond plain: against plain "
+             "(95 % interval, zone) | confirmed speedup (95 % interval) | spread (run) | "
              "saving (95 % interval) | re-measured speedup (95 % interval) | noise floor (re-measure) | agree? | "
              "heap's gain (95 % interval) | in one process (search; re-measure) | first decided answer | "
              "time to verdict | phases | peak memory |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         m, rm, ph = r["m"], r["rm"], r["phases"]
         within = _interval(m.get("speedup_interval"))
@@ -188,7 +189,8 @@ def table(names: list[str], repeat: int = REPEAT) -> str:
         memory = m.get("peak_memory_mb") or m.get("eager_peak_memory_mb") or _eager_memory(OUT / r["rid"])
         lines.append(
             f"| {r['name']} | {r['run'].get('date', '?')}, `{r['run'].get('commit', '?')}` | "
-            f"{r['run']['task']}, {r['run']['budget']} | {r['verdict']} | {confirmed} | "
+            f"{r['run']['task']}, {r['run']['budget']} | {r['verdict']} | {_searched(m)} | {_beyond(m)} | "
+            f"{confirmed} | "
             f"{_spread(m)} | {_saving(m)} | {re_} | {_pct(rm.get('noise_floor'))} | "
             f"{_agrees(m, rm)}{' (re-measure of run 1)' if rm.get('shared_from') else ''} | "
             f"{_heap(m)} | "
@@ -196,6 +198,28 @@ def table(names: list[str], repeat: int = REPEAT) -> str:
             f"{_x(rm.get('in_process_speedup'))} | {_first(m)} | {r['run']['wall_s'] / 60:.1f} min | {phase_text} | "
             f"{'-' if memory is None else f'{memory:.0f} MB'} |")
     return "\n".join(lines) + "\n"
+
+
+def _searched(m: dict) -> str:
+    """``6 of 12 (3 raced)``: the configs the run's search measured, of its space, and how many raced."""
+    s = m.get("search") or {}
+    if not s.get("configs_searched") and not s.get("configs_in_space"):
+        return "-"
+    of = f" of {s['configs_in_space']}" if s.get("configs_in_space") else ""
+    return f"{s.get('configs_searched', 0)}{of} ({s.get('configs_raced', 0)} raced)"
+
+
+def _beyond(m: dict) -> str:
+    """The best config beyond plain compile against it: its saving over plain's total with the 95 %
+    interval, its zone (or "undecided", or why it stopped racing), and how it was compared."""
+    b = m.get("beyond_plain") or {}
+    if not b.get("config_label"):
+        return "-"
+    within = _interval(b.get("saving_interval_s"), lambda v: f"{float(v):+,.0f}", " to ").replace(")", " s)")
+    zone = b.get("zone") or ("dropped: " + b["dropped"] if b.get("dropped") else "undecided")
+    how = f", {b['compared']}" if b.get("compared") else ""
+    saving = f"{float(b.get('saving_s') or 0):+,.0f} s {within}"
+    return f"{b['config_label']}: {saving}, {_x(b.get('speedup'))} its steps; {zone}{how}"
 
 
 def _first(m: dict) -> str:
