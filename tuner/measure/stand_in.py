@@ -2,7 +2,8 @@
 error rates on real processes (benchmarks/full_races.py). What its backend name means is in
 tuner/core/known_truth.py: eager under another name (``stand-in``), the config slowed by F
 (``stand-in:F``), eager slowed by F in the stand-in's own processes (``stand-in-fast:F``, a known
-speedup), and optionally a first call that sleeps D seconds (``@D``, a compile of known cost).
+speedup), and optionally a first call that sleeps D seconds (``@D``, a compile of known cost,
+varying by :data:`COMPILE_NOISE` between processes as a real cold compile does).
 Everything else is what a real candidate gets: its own fresh processes, timed beside eager (and
 plain compile, its rival) on the same model object, the race's looks. Only the truth differs: it
 is known, so a race's intervals can be judged without a reference measurement.
@@ -41,6 +42,11 @@ from typing import Any
 
 from ..core.known_truth import StandIn
 
+#: The spread of a delayed stand-in's compile between processes: a cold compile's is 3-5 % here
+#: (tuner/decide/stats.py, ``compile_costs``), whose spread is pooled over the race's candidates: a
+#: stand-in whose "compile" is a first call of a few milliseconds, varying by half of itself, would
+#: widen every candidate's compile interval, plain compile's too.
+COMPILE_NOISE = 0.04
 #: The previous forwards of a side whose mean sizes its spin.
 WINDOW = 32
 #: The spread of each process's own slowdown, as a share of the forward (see the module's text):
@@ -122,13 +128,15 @@ def _overhead() -> float:
     return _OVERHEAD[0]
 
 
-def _delay_first_call(model, seconds: float) -> None:
-    """The model's next call sleeps ``seconds`` first (a forward pre-hook that removes itself, so
-    no later call pays for it): the trial's compile stage times that call as the compile."""
+def _delay_first_call(model, seconds: float, noise: float = COMPILE_NOISE) -> None:
+    """The model's next call sleeps ``seconds`` first, times ``1 + e`` with ``e`` this process's own
+    draw, N(0, ``noise``) (a forward pre-hook that removes itself, so no later call pays for it): the
+    trial's compile stage times that call as the compile."""
     handle = None
+    took = seconds * max(0.0, 1.0 + random.SystemRandom().gauss(0.0, noise))
 
     def first_call(module, args):
         handle.remove()
-        time.sleep(seconds)
+        time.sleep(took)
 
     handle = model.register_forward_pre_hook(first_call)
