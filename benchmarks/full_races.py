@@ -3,7 +3,7 @@ study whose search space holds candidates of known truth, every answer each run 
 against that truth (the table: benchmarks/race_table.py).
 
     python benchmarks/full_races.py --out results/full_races.jsonl [--races 200] [--sitting-races N]
-                                    [--workloads a.py,b.py,c.py] [--budgets none,5m] [--threads 2] [--block 10]
+                                    [--workloads a.py,b.py,c.py] [--budgets none,6m,4m] [--threads 2] [--block 10]
     python benchmarks/full_races.py --out results/full_races.jsonl --table
 
 Each race is ``compile-tune WORKLOAD --space SPACE.yaml --trials 3 --steps S [--budget B]``
@@ -225,7 +225,8 @@ def run_race(p: Planned, eager_step_s: float, threads: int, about: dict) -> dict
             "steps": steps, "f_cal": eager_step_s, "started": started, "wall_s": round(wall, 1), "exit": code,
             "answers": written, "final": final_slim, "eager_alone": (final_slim or {}).get("eager_alone", []),
             "first_answer_s": written[0].get("elapsed_s") if written else None,
-            "log_tail": lines[-12:] if code else [x for x in lines if x.startswith(("so far:", "  race round"))][-6:]}
+            "log_tail": lines[-12:] if code else [x for x in lines if x.startswith(("so far:", "  race round"))][-6:]
+            + [x for x in lines if x.startswith(("verdict:", "time:", "note:"))]}
 
 
 def calibrate(workload: str, threads: int, processes: int = 3) -> float:
@@ -296,7 +297,7 @@ def main() -> int:
     p.add_argument("--races", type=int, default=200, help="the plan's length [200]")
     p.add_argument("--sitting-races", type=int, default=0, help="at most this many races now (0: all left)")
     p.add_argument("--workloads", default=",".join(WORKLOADS))
-    p.add_argument("--budgets", default="none,5m", help="each race's --budget, drawn per race ('none': unbounded)")
+    p.add_argument("--budgets", default="none,6m,4m", help="each race's --budget, drawn per race ('none': unbounded)")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--block", type=int, default=10, help="races per launcher block [10]")
     p.add_argument("--pick", default="", help="only these race numbers of the plan, e.g. 0,3,9 (a smoke run)")

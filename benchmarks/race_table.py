@@ -390,10 +390,13 @@ def rate_line(what: str, found: list[dict], target: str) -> str:
 
 def table(rows: list[dict]) -> str:
     """The Markdown table docs/benchmarks.md quotes, headed by where and when it was measured."""
-    rows = [r for r in rows if r.get("final") is not None or r.get("answers")]
-    if not rows:
+    raced = [r for r in rows if r.get("final") is not None or r.get("answers")]
+    if not raced:
         return "no races"
-    lines = [*header(rows), "",
+    idle = len(rows) - len(raced)
+    rows = raced
+    lines = [*header(rows), *([f"runs with no race (the --budget fit none, or no candidate could win): {idle}"]
+                              if idle else []), "",
              "| what | races | result | 95 % interval (blocks allowed for) | target |",
              "| --- | --- | --- | --- | --- |",
              rate_line('false "compile": the A/A candidate, any answer written', events(rows, "A/A", false_compile),
