@@ -12,11 +12,14 @@ and its final decision (``final``), each slimmed to what is judged here: per can
 its saving is ``steps x E x (1 - 1/speedup) - delay`` with ``E`` eager's level *as the race samples
 it*: the mean of eager's processes alone and of its side of each paired process, where the side
 beside a ``stand-in-fast`` was slowed by its factor (tuner/measure/stand_in.py). ``E``'s own truth
-is the reference: the mean step of eager's processes alone (one config each) in every *other* race
-of the workload, 25-100 times the race's own. Plain compile under another name ties plain compile:
-its speedup over it is 1. Plain compile's own truth is not known; its reference is the other
-races' estimates of the workload, pooled, which says whether a "compile with plain compile" was
-right where it is clear.
+is the reference: the mean step of eager's processes alone (one config each) in the *other* races
+of the workload in the same sitting (:func:`eager_reference`), 5-50 times the race's own two. A
+reference's error moves a saving's truth by that share of its steps' part only: a few per cent of
+a few seconds for the saving-null candidate, of about 100 s for the 5 % and 10 % stand-ins.
+
+Plain compile under another name ties plain compile: its speedup over it is 1. Plain compile's own
+truth is not known; its reference is the other races' estimates of the workload, pooled, which
+says whether a "compile with plain compile" was right where it is clear.
 
 **Intervals on rates.** Clopper-Pearson at 95 %, and, for the false-"compile" rate, the same on the
 effective sample size (Korn and Graubard 1998): the races' count divided by the design effect
@@ -124,13 +127,18 @@ def role(row: dict, name: str) -> str | None:
 
 
 def eager_reference(rows: list[dict], row: dict) -> float | None:
-    """Eager's mean step on ``row``'s workload: its processes alone in every other race (one
-    config each), or the race's own where the others have too few."""
-    others = [s for r in rows if r is not row and r.get("workload") == row.get("workload")
-              for s in r.get("eager_alone") or []]
-    own = row.get("eager_alone") or []
-    pool = others if len(others) >= REFERENCE_PROCESSES else own
-    return statistics.fmean(pool) if pool else row.get("f_cal")
+    """Eager's mean step on ``row``'s workload: its processes alone (one config each) in the other
+    races of the same sitting, where the machine ran as it did for this race (a sitting's level
+    moved 14 % from the next one's on this shared VM); in every other race where the sitting has
+    too few; the race's own where the file has too few."""
+    def pool(same_sitting: bool) -> list[float]:
+        return [s for r in rows if r is not row and r.get("workload") == row.get("workload")
+                and (not same_sitting or r.get("sitting") == row.get("sitting")) for s in r.get("eager_alone") or []]
+
+    for candidates in (pool(True), pool(False), row.get("eager_alone") or []):
+        if len(candidates) >= REFERENCE_PROCESSES or (candidates and candidates is row.get("eager_alone")):
+            return statistics.fmean(candidates)
+    return row.get("f_cal")
 
 
 def eager_level_factor(decision: dict) -> float:

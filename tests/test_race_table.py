@@ -99,6 +99,14 @@ def test_a_stand_ins_saving_is_its_speedup_over_eagers_reference_less_its_delay(
     assert rt.truth(rt.PLAIN, rows[0], rows, d) is None
 
 
+def test_eagers_reference_is_the_same_sittings_other_races_where_they_have_enough_processes():
+    rows = [{**row(race=i, eager=(0.002,) * 5), "sitting": "a"} for i in range(3)]
+    rows += [{**row(race=9, eager=(0.003,) * 50), "sitting": "b"}]
+    assert rt.eager_reference(rows, rows[0]) == pytest.approx(0.002)  # 10 processes of its sitting
+    lone = {**row(race=10, eager=(0.004, 0.004)), "sitting": "c"}
+    assert rt.eager_reference([*rows, lone], lone) == pytest.approx((15 * 0.002 + 50 * 0.003) / 65)
+
+
 def test_eagers_level_counts_its_side_slowed_beside_a_fast_stand_in():
     # eager alone twice, beside the fast one 6 times at 1.10, beside the A/A 2 times at 1
     d = decision(candidates={FAST: cand(paired=6), AA: cand(paired=2)})
