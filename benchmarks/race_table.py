@@ -8,7 +8,9 @@ and its final decision (``final``), each slimmed to what is judged here: per can
 (tuner/core/known_truth.py), its zone against eager, its intervals (the look's and the unadjusted
 95 % ones) and its row against plain compile.
 
-**Truths.** A stand-in's speedup is known (tuner/core/known_truth.py), its compile is its delay, and
+**Truths.** A stand-in's speedup is known (tuner/core/known_truth.py) over the share of a step its
+forward takes (``forward_share``, measured per workload: the rest of a step is not slowed, so a
+stand-in slowed by F runs ``1 + (F - 1) x share`` times a step), its compile is its delay, and
 its saving is ``steps x E x (1 - 1/speedup) - delay`` with ``E`` eager's level *as the race samples
 it*: the mean of eager's processes alone and of its side of each paired process, where the side
 beside a ``stand-in-fast`` was slowed by its factor (tuner/measure/stand_in.py). ``E``'s own truth
@@ -141,28 +143,40 @@ def eager_reference(rows: list[dict], row: dict) -> float | None:
     return row.get("f_cal")
 
 
-def eager_level_factor(decision: dict) -> float:
+def step_factors(name: str, row: dict) -> tuple[float, float] | None:
+    """``(eager's, the config's)`` step over the bare step, in the stand-in ``name``'s processes: a
+    side slowed by F spins ``F - 1`` times its forward, which is ``forward_share`` of a step
+    (benchmarks/full_races.py measures it per workload), so it runs ``1 + (F - 1) x share`` times as
+    long. None for a real config."""
+    known = stand_in(name) if name not in (PLAIN, ALIAS) else None
+    if known is None:
+        return None
+    share = row.get("forward_share") or 1.0
+    return 1 + (known.faster - 1) * share, 1 + (known.slower - 1) * share
+
+
+def eager_level_factor(decision: dict, row: dict) -> float:
     """How much eager's level, as this decision sampled it, exceeds eager's own: its processes
     alone at 1, its side of each candidate's processes at that candidate's eager factor."""
     alone = len(decision.get("eager_alone") or []) or 1
     weights, total = alone, float(alone)
     for name, c in (decision.get("candidates") or {}).items():
         n = max(0, int(c.get("paired") or 0))
-        known = stand_in(name) if name not in (PLAIN, ALIAS) else None
         weights += n
-        total += n * (known.faster if known else 1.0)
+        total += n * (step_factors(name, row) or (1.0, 1.0))[0]
     return total / weights
 
 
 def truth(name: str, row: dict, rows: list[dict], decision: dict) -> dict | None:
     """The candidate's true speedup and saving in ``decision``'s race, None where unknown."""
-    known = stand_in(name) if name not in (PLAIN, ALIAS) else None
-    if known is None:
+    factors = step_factors(name, row)
+    if factors is None:
         return None
-    e = eager_reference(rows, row)
-    level = (e or 0.0) * eager_level_factor(decision)
-    saving = row["steps"] * level * (1 - 1 / known.speedup) - known.delay_s
-    return {"speedup": known.speedup, "saving_s": saving, "compile_s": known.delay_s}
+    delay = stand_in(name).delay_s
+    speedup = factors[0] / factors[1]
+    level = (eager_reference(rows, row) or 0.0) * eager_level_factor(decision, row)
+    saving = row["steps"] * level * (1 - 1 / speedup) - delay
+    return {"speedup": speedup, "saving_s": saving, "compile_s": delay}
 
 
 def plain_reference(rows: list[dict], row: dict) -> dict | None:

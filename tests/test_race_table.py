@@ -110,7 +110,16 @@ def test_eagers_reference_is_the_same_sittings_other_races_where_they_have_enoug
 def test_eagers_level_counts_its_side_slowed_beside_a_fast_stand_in():
     # eager alone twice, beside the fast one 6 times at 1.10, beside the A/A 2 times at 1
     d = decision(candidates={FAST: cand(paired=6), AA: cand(paired=2)})
-    assert rt.eager_level_factor(d) == pytest.approx((2 + 6 * 1.10 + 2) / 10)
+    assert rt.eager_level_factor(d, row()) == pytest.approx((2 + 6 * 1.10 + 2) / 10)
+
+
+def test_a_stand_ins_truth_over_a_step_is_its_factor_over_the_forwards_share_of_it():
+    r = {**row(), "forward_share": 0.9}  # a tenth of each step is not the forward: not slowed
+    assert rt.step_factors(FAST, r) == pytest.approx((1.09, 1.0))
+    assert rt.step_factors(SLOW, r) == pytest.approx((1.0, 1.045))
+    d = decision(candidates={SLOW: cand()})
+    assert rt.truth(SLOW, r, [r], d)["speedup"] == pytest.approx(1 / 1.045)
+    assert rt.truth(FAST, r, [r], d)["speedup"] == pytest.approx(1.09)
 
 
 # ----------------------------------------------------------------------------- rates
