@@ -8,7 +8,13 @@ with no torch, so the space file checks it (tuner/space/space_file.py) and the t
 - ``stand-in-fast:F`` (F >= 1): eager's side in the stand-in's own processes spins ``F - 1`` times
   the forward longer, the config's side runs the bare forward: truth a speedup of F.
 - a suffix ``@D`` on any of them (``stand-in-fast:1.10@2.5``): the config's first call sleeps D
-  seconds, a compile of known cost.
+  seconds on average (each process draws its own, 4 % apart, as cold compiles vary), a compile of
+  known cost.
+
+A spin slows the forward alone, not the rest of a step (the call path, no_grad, the clock reads):
+over a whole step a side slowed by F runs ``1 + (F - 1) x share`` times as long, ``share`` the
+forward's part of the step (benchmarks/full_races.py measures it; :attr:`StandIn.speedup` is the
+forward's).
 
 >>> parse("stand-in-fast:1.10@2.5")
 StandIn(slower=1.0, faster=1.1, delay_s=2.5)
@@ -40,7 +46,7 @@ class StandIn:
 
     @property
     def speedup(self) -> float:
-        """The true speedup over eager: eager's mean step over the config's, in one process."""
+        """The true speedup of the forward over eager's: eager's mean forward over the config's, in one process."""
         return self.faster / self.slower
 
 
