@@ -1,6 +1,7 @@
 """The run's one race (tuner/decide/race.py): eager against plain compile from the start, the
 search's finalists joining later, an answer at every decided look. Processes are simulated with
 known speedups and spread, as tests/test_stats.py does; tests/test_tune.py runs the race for real."""
+import math
 import random
 
 import pytest
@@ -444,3 +445,19 @@ def test_beside_plain_decides_more_candidates_in_fewer_rounds_than_through_eager
     beside, through = races(True), races(False)
     assert sum(z == "beats" for z, _ in beside) > sum(z == "beats" for z, _ in through)
     assert max(n for _, n in beside) < max(n for _, n in through)
+
+
+def test_each_candidate_keeps_its_unadjusted_95_percent_intervals_beside_the_looks_wider_ones():
+    # what benchmarks/full_races.py judges against a known truth: the intervals at 95 % itself,
+    # inside the look's (taken at a higher confidence), and the log speedup's estimate, se and df
+    r = race(simulated({PLAIN_COMPILE.key(): 1.3}))
+    r.join([PLAIN_COMPILE], cold={PLAIN_COMPILE.key(): 30.0})
+    d = r.run(until=3)
+    plain = next(c for c in d["candidates"] if c["config"] == PLAIN_COMPILE.to_dict())
+    u = plain["unadjusted"]
+    assert u["confidence"] == 0.95 and u["df"] >= 1 and u["se_log"] > 0
+    lo, hi = u["speedup_interval"]
+    assert plain["speedup_interval"][0] < lo < plain["speedup"] < hi < plain["speedup_interval"][1]
+    lo, hi = u["saving_interval_s"]
+    assert plain["saving_interval_s"][0] < lo < plain["saving_s"] < hi < plain["saving_interval_s"][1]
+    assert abs(math.exp(u["log_speedup"]) - plain["speedup"]) < 1e-12

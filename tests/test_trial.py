@@ -111,9 +111,21 @@ def test_a_stand_in_backend_is_eager_under_another_name_or_a_known_slowdown(work
     assert 0.25 < slowed["speedup"] < 0.45
 
 
-def test_a_stand_in_cannot_claim_a_speedup():
-    from tuner.measure.stand_in import slowdown
+def test_a_fast_stand_in_slows_eager_and_its_delay_is_its_compile(workloads, tmp_path):
+    """``stand-in-fast:F@D``: eager's side spins, so the config reads F times as fast beside it, and
+    its first call sleeps D seconds, which the trial times as the compile."""
+    fast = run_isolated(spec(workloads, "wide_mlp.py", backend="stand-in-fast:2@1.5"), timeout=120, work_dir=tmp_path)
+    assert fast["status"] == "ok", fast.get("failure")
+    assert fast["correct"] is True and 1.6 < fast["speedup"] < 2.5
+    assert 1.4 < fast["compile_time_s"] < 2.0
 
-    assert slowdown("inductor") is None and slowdown("stand-in") == 1.0 and slowdown("stand-in:1.05") == 1.05
-    with pytest.raises(ValueError, match="only slow the model down"):
-        slowdown("stand-in:0.5")
+
+def test_stand_in_names_say_their_truth_and_a_malformed_one_is_refused():
+    from tuner.core.errors import ConfigError
+    from tuner.core.known_truth import StandIn, parse
+
+    assert parse("inductor") is None and parse("stand-in") == StandIn()
+    assert parse("stand-in:1.05") == StandIn(slower=1.05) and parse("stand-in-fast:1.1@2") == StandIn(1.0, 1.1, 2.0)
+    for bad in ("stand-in:0.5", "stand-in-fast:1.1@-1", "stand-in:x", "stand-in-fast@2"):
+        with pytest.raises(ConfigError, match="a stand-in is named"):
+            parse(bad)

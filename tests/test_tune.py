@@ -3,6 +3,7 @@
 Trials are replaced by a stand-in measurement (``Tuner.measure``), so these tests run the whole
 pipeline of ``tune()`` (baselines, search, confirmation, verdict, outputs) in seconds.
 """
+import json
 import os
 import subprocess
 import sys
@@ -137,6 +138,9 @@ def test_a_study_interrupted_after_the_first_decided_look_keeps_that_answer(tmp_
     assert 1.0 < low <= m["speedup"] <= high and m["first_answer_s"] >= 0
     assert any(line.startswith("so far: compile with") and "Ctrl-C keeps this" in line for line in lines), lines
     assert yaml.safe_load(written[0])["verdict"] == "compile"
+    # every answer written is kept in order in answers.jsonl, the decision whole
+    answers = [json.loads(line) for line in (tmp_path / "out" / "answers.jsonl").read_text().splitlines()]
+    assert answers and all(a["verdict"] == "compile" and a["elapsed_s"] >= 0 and a["candidates"] for a in answers)
     model = tuner.apply_config(torch.nn.Linear(4, 4), tmp_path / "out" / "best_config.yaml")
     assert model is not None
 

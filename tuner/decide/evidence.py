@@ -169,6 +169,10 @@ def _figures(records: dict[str, Record], ok: list[Record], scoring: Scoring, loo
             speedups[r.key], savings[r.key] = _no_interval(speedups[r.key]), _no_interval(savings[r.key])
     summaries = {r.key: _summary(r, speedups[r.key], savings[r.key], costs[r.key], e_step, scoring.steps)
                  for r in ok}
+    for r in ok:
+        if r.rounds >= OWN_ROUNDS:
+            summaries[r.key]["unadjusted"] = _unadjusted(contrasts[r.key], scoring.steps, e_step, se_log, costs[r.key],
+                                                         len(e_steps) - 1)
     plain = None
     if any(r.key == PLAIN_COMPILE.key() for r in ok):
         plain = AgainstPlain.weigh(contrasts, costs, levels, {r.key: r.config.describe() for r in ok},
@@ -178,6 +182,17 @@ def _figures(records: dict[str, Record], ok: list[Record], scoring: Scoring, loo
             summaries[key]["against_plain"] = row
     return _Figures(records, scoring, model, models, levels, costs, speedups, savings, summaries, e_step, se_log,
                     tie_margin, len(e_steps) - 1, paired, plain)
+
+
+def _unadjusted(contrast: stats.Contrast, steps: int, e_step: float, se_log: float, cost: stats.Cost,
+                base_df: int) -> dict[str, Any]:
+    """The speedup's and the saving's intervals at :data:`STATED` itself, not at the look's confidence,
+    with the log speedup's estimate, standard error and degrees of freedom: what a check against a
+    known truth judges (benchmarks/full_races.py: coverage, standardized errors). No verdict reads it."""
+    speedup = contrast.speedup(STATED)
+    saving = stats.saving_of(contrast, steps, e_step, se_log, cost, STATED, base_df=base_df)
+    return {"confidence": STATED, "log_speedup": contrast.d, "se_log": contrast.se, "df": contrast.df,
+            "speedup_interval": _finite(speedup), "saving_interval_s": _finite(saving)}
 
 
 def _beside_plain(ok: list[Record]) -> dict[str, stats.Contrast]:

@@ -29,13 +29,14 @@ import dataclasses
 from typing import Any
 
 from ..core.config import CompileConfig
+from ..core.known_truth import parse as stand_in_of
 from ..core.targets import target_modules
 from ..runtime.apply import apply_config, optimizer_step
 from ..runtime.apply_precision import MARK as PRECISION_MARK
 from ..user.workload import call_model
 from .devices import timed
 from .setup import seed_all
-from .stand_in import slowdown, stand_in
+from .stand_in import stand_in
 from .tree import map_tensors
 
 #: The third side of a process that holds a rival (:meth:`Step.hold_rival`); eager is False and the
@@ -85,12 +86,11 @@ class Step:
         import torch
 
         self._restore_forwards()
-        factor = slowdown(config.backend)
-        if factor is not None:  # the error-rate benchmark's known truth (tuner/measure/stand_in.py)
-            regions = stand_in(self.model, factor)
-            self._forwards = [_swapped(self.model)]
+        known = stand_in_of(config.backend)
+        if known is not None:  # the error-rate benchmark's known truth (tuner/measure/stand_in.py)
+            self._forwards = [stand_in(self.model, known)]
             self.adopt(config)
-            return regions
+            return [("", self.model)]
         regions = target_modules(self.model, config.target)
         before = torch.get_float32_matmul_precision()
         # on many ranks the trial wrapped the model already (tuner/ranks/rank.py)
@@ -168,7 +168,8 @@ class Step:
             for module, forward, own in self._forwards:
                 module.__dict__["forward"] = forward if side is True else own
         else:  # a module both configs compile: back to its own first, then the stepped side's
-            for module, _, own in [*self._forwards, *self._rival.forwards]:
+            # (the config's "own" last: a stand-in that slows eager keeps eager slowed beside a rival)
+            for module, _, own in [*self._rival.forwards, *self._forwards]:
                 module.__dict__["forward"] = own
             for module, forward, _ in active:
                 module.__dict__["forward"] = forward

@@ -4,6 +4,7 @@ so far. A mixin of :class:`~tuner.run.phases.Run`: these are its steps that talk
 """
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -20,6 +21,9 @@ from ..study import StudyRun
 from ..system.interrupts import check as stop_if_interrupted
 from .clock import RunClock
 from .options import TuneOptions
+
+#: Every answer the run wrote, one JSON line each (:meth:`RaceSteps._keep_answer`).
+ANSWERS = "answers.jsonl"
 
 
 class RaceSteps:
@@ -96,9 +100,18 @@ class RaceSteps:
         from ..report import answer_line  # pandas: imported once the launcher has started
 
         tuned = self.write()
+        self._keep_answer(decision)
         self.log(f"so far: {answer_line(tuned)} ({self.clock.elapsed():.0f} s in); {self._what_follows()}, Ctrl-C "
                  f"keeps this answer in {self.out_dir / 'best_config.yaml'}")
         sys.stdout.flush()  # a user's `| tee` or a scheduler's log sees it now, not at the end
+
+    def _keep_answer(self, decision: dict) -> None:
+        """Each answer written, in order, one JSON line of ``answers.jsonl`` (the decision, and when
+        it came): best_config.yaml holds the last, this file how the answer moved to it (and the
+        error-rate benchmark counts the answers later reversed: benchmarks/full_races.py)."""
+        line = json.dumps({"elapsed_s": round(self.clock.elapsed(), 1), **decision}, default=str)
+        with (self.out_dir / ANSWERS).open("a") as f:
+            f.write(line + "\n")
 
     def _what_follows(self) -> str:
         """What the run does after a decided look. Seen on the zoo's ResNet-50 (--budget 6m,

@@ -13,7 +13,9 @@ from typing import Any, NoReturn
 import yaml
 
 from ..core.config import MODES, NO_COMPILE
-from ..core.errors import SpaceError
+from ..core.errors import ConfigError, SpaceError
+from ..core.known_truth import is_stand_in
+from ..core.known_truth import parse as parse_stand_in
 from ..core.precision import FLAG as PRECISION_FLAG
 from ..core.precision import PRECISIONS
 from ..core.shapes import DYNAMIC_CHOICES, MARKED, MARKED_UNBACKED
@@ -136,9 +138,14 @@ def _target(space: Fields, key: str, value, fail) -> None:
 
 def _backend(space: Fields, key: str, value, fail) -> None:
     space.backend = _choices(key, value, fail)
-    known = _known_backends(space.backend)
+    known = _known_backends([b for b in space.backend if not (isinstance(b, str) and is_stand_in(b))])
     for b in space.backend:
-        if b not in known:
+        if isinstance(b, str) and is_stand_in(b):  # the error-rate benchmark's configs of known truth
+            try:
+                parse_stand_in(b)
+            except ConfigError as e:
+                fail(key, f"has a malformed stand-in backend: {e.message}", e.hint)
+        elif b not in known:
             close = difflib.get_close_matches(str(b), known, n=1)
             fail(key, f"has unknown backend {b!r}",
                  f"did you mean `{close[0]}`?" if close else f"known: {', '.join(known)}")
