@@ -35,6 +35,7 @@ import contextlib
 import gc
 import itertools
 import math
+import os
 import statistics
 from dataclasses import dataclass
 from typing import Any
@@ -50,6 +51,9 @@ MOST_PER_BLOCK = 50
 #: then 70 us; a model whose step takes 20 ms or more settles in one pair.
 SETTLING_PAIRS = 4
 SETTLING_S = 0.02
+#: ``on``: leave Python's collector as it is while steps are timed (benchmarks/collector.py compares
+#: the two); read when timing starts, so a forked trial sees its own request's environment.
+GC_ENV = "COMPILE_TUNE_TIMING_GC"
 
 
 @dataclass
@@ -63,6 +67,8 @@ class Timing:
     arrival_order: bool = False
     rival: list[list[float]] | None = None
     """The rival's times per entry, where the process stepped one (plain compile beside a candidate)."""
+    collections: int = 0
+    """Python's collections while steps were timed: 0 unless ``COMPILE_TUNE_TIMING_GC=on``."""
 
     @property
     def alone(self) -> bool:
@@ -105,6 +111,7 @@ class Timing:
             "speedup": eager / compiled if eager and compiled > 0 else None,
             "round_ratios": self.round_ratios,
             "timed_steps": sum(len(t) for t in self.compiled),
+            "timing_gc_collections": self.collections,
             "mix": per_input[:50],
             **self._rival_figures(),
         }
@@ -136,6 +143,7 @@ def time_steps(step, mix: list[MixEntry], schedule: list | None, rounds: int, me
     ratios: list[float | None] = []
     first = blocks[0][0][0]
     with _no_garbage_collection():
+        before = _collections()
         # the first steps after the stages before timing (and the collection) run on cold caches:
         # 0.6-0.8 ms for a 70 us step, and the first timed step was always eager's
         settle = max(1, min(SETTLING_PAIRS, math.ceil(SETTLING_S / max(min(estimates, default=1.0), 1e-6))))
@@ -145,8 +153,9 @@ def time_steps(step, mix: list[MixEntry], schedule: list | None, rounds: int, me
                     step(first)
         for r in range(rounds):
             ratios.append(_time_round(step, blocks[r], r, orders, index, times, device, alone))
+        collections = _collections() - before
     return Timing(mix, times[False], times[True], ratios, arrival_order=bool(schedule),
-                  rival=times[RIVAL] if rival else None)
+                  rival=times[RIVAL] if rival else None, collections=collections)
 
 
 def _time_round(step, blocks: list[list[Any]], r: int, orders: list[tuple[bool | str, ...]], index: dict,
@@ -177,12 +186,17 @@ def _no_garbage_collection():
     left for the steps."""
     was = gc.isenabled()
     gc.collect()
-    gc.disable()
+    if os.environ.get(GC_ENV) != "on":
+        gc.disable()
     try:
         yield
     finally:
         if was:
             gc.enable()
+
+
+def _collections() -> int:
+    return sum(generation["collections"] for generation in gc.get_stats())
 
 
 def _blocks(mix: list[MixEntry], estimates: list[float], per_side: float) -> list[list[list[Any]]]:
