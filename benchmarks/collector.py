@@ -15,7 +15,9 @@ on minus off with its Welch interval. ``--aa`` adds eager against eager under an
 one-sided collection shows as a speedup away from 1 with the collector on.
 
 The first process of each workload compiles cold and fills the cache the others start warm from;
-it is not counted. The modes alternate A B B A, so drift over the run hits both alike. A timing job:
+it is not counted, nor is a process whose threads waited for a core over 10 % of its timing (another
+job's, as the race leaves it out: tuner/decide/records.py ``CROWDED``). The modes alternate A B B A,
+so drift over the run hits both alike. A timing job:
 run it under ``flock /tmp/compile-tune-timing.lock`` with nothing else on the machine.
 """
 from __future__ import annotations
@@ -36,6 +38,7 @@ sys.path.insert(0, str(ROOT))
 
 from tuner.core.spec import TrialSpec  # noqa: E402
 from tuner.decide.confirm import CONFIRM_TIMING_SHARE  # noqa: E402
+from tuner.decide.records import CROWDED  # noqa: E402
 from tuner.decide.student_t import t_quantile  # noqa: E402
 from tuner.decide.trial_runner import shared_timing  # noqa: E402
 from tuner.isolation.isolated import run_isolated  # noqa: E402
@@ -99,11 +102,14 @@ def workload_run(workload: str, config: str, a, tmp: Path) -> list[dict]:
         mode = MODES[(k + k // 2) % 2]  # off on on off off on ...
         row = one(workload, config, mode, a, work, cache)
         if row:
-            rows.append(row)
+            crowded = (row["core_wait_share"] or 0) > CROWDED
+            if not crowded:
+                rows.append(row)
             print(f"  {mode:3} {row['speedup']:.4f}x (medians {row['median_speedup']:.4f}x), eager "
                   f"{row['eager_step_mean_s'] * 1e6:.0f} us, config {row['step_mean_s'] * 1e6:.0f} us, "
                   f"{row['collections']} collection(s) in {row['timed_steps']} steps a side, waited for a core "
-                  f"{row['core_wait_share'] or 0:.1%}, {row['wall_s']:.0f} s", flush=True)
+                  f"{row['core_wait_share'] or 0:.1%}{' (crowded: not counted)' if crowded else ''}, "
+                  f"{row['wall_s']:.0f} s", flush=True)
     return rows
 
 
