@@ -2,7 +2,7 @@
 eager beside a config, alternating collector off (the default) and on process by process.
 
     python benchmarks/collector.py [WORKLOAD.py[:train] ...] [--processes 8] [--share 0.25]
-        [--threads 2] [--aa tests/workloads/tiny_convnet.py] [--json out.json]
+        [--threads 2] [--aa tests/workloads/tiny_convnet.py] [--no-plain] [--quiet-s 120] [--json out.json]
 
 Why: tuner/measure/timing.py turns the collector off while it times (``_no_garbage_collection``),
 because a collection lands on the same step of every process and charges one side for both. But
@@ -17,8 +17,9 @@ one-sided collection shows as a speedup away from 1 with the collector on.
 The first process of each workload compiles cold and fills the cache the others start warm from;
 it is not counted, nor is a process whose threads waited for a core over 10 % of its timing (another
 job's, as the race leaves it out: tuner/decide/records.py ``CROWDED``). The modes alternate A B B A,
-so drift over the run hits both alike. A timing job:
-run it under ``flock /tmp/compile-tune-timing.lock`` with nothing else on the machine.
+so drift over the run hits both alike. A timing job: run it under
+``flock /tmp/compile-tune-timing.lock``; work that does not take the lock (a test suite) still
+crowds it, so each process waits first, at most ``--quiet-s``, for the cores to go idle.
 """
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -76,8 +78,29 @@ def welch(on: list[float], off: list[float]) -> tuple[float, float, float]:
     return math.exp(d), math.exp(d - half), math.exp(d + half)
 
 
+def idle_share(seconds: float = 1.0) -> float:
+    """The share of the machine's CPU time that was idle over ``seconds`` (/proc/stat)."""
+    def sample() -> tuple[int, int]:
+        fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
+        return fields[3] + fields[4], sum(fields)
+    (i0, t0), _, (i1, t1) = sample(), time.sleep(seconds), sample()
+    return (i1 - i0) / max(t1 - t0, 1)
+
+
+def quiet(most_s: float) -> float:
+    """Wait, at most ``most_s``, until the cores are idle (work outside the timing lock: another
+    session's tests); the seconds waited."""
+    began = time.perf_counter()
+    while Path("/proc/stat").exists() and time.perf_counter() - began < most_s and idle_share() < 0.85:
+        time.sleep(2)
+    return time.perf_counter() - began
+
+
 def one(workload: str, config: str, mode: str, a, work: Path, cache: Path) -> dict | None:
-    """One fresh trial process in ``mode``; its figures, or None where it failed."""
+    """One fresh trial process in ``mode``, once the machine is quiet; its figures, or None where it failed."""
+    waited = quiet(a.quiet_s)
+    if waited > 2:
+        print(f"  (waited {waited:.0f} s for the cores to go idle)", flush=True)
     r = run_isolated(spec(workload, config, a), timeout=3600, work_dir=work, cache_dir=cache,
                      env_extra={GC_ENV: mode})
     if r.get("status") != "ok" or not r.get("eager_step_mean_s"):
@@ -155,11 +178,15 @@ def main() -> int:
     p.add_argument("--processes", type=int, default=8, help="counted processes a mode and workload")
     p.add_argument("--share", type=float, default=CONFIRM_TIMING_SHARE, help="of the trial's timing [confirmation's]")
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--plain", action=argparse.BooleanOptionalAction, default=True,
+                   help="plain torch.compile on the workloads (--no-plain: the A/A alone)")
+    p.add_argument("--quiet-s", type=float, default=120.0,
+                   help="before each process, wait at most this long for the cores to go idle")
     p.add_argument("--aa", default="tests/workloads/tiny_convnet.py", help="the A/A workload ('' for none)")
     p.add_argument("--json", help="write every process's figures here")
     a = p.parse_args()
     print(header(a), flush=True)
-    runs = [(w, PLAIN) for w in a.workloads] + ([(a.aa, STAND_IN)] if a.aa else [])
+    runs = [(w, PLAIN) for w in a.workloads if a.plain] + ([(a.aa, STAND_IN)] if a.aa else [])
     results = []
     with tempfile.TemporaryDirectory() as tmp:
         for workload, config in runs:
