@@ -109,6 +109,7 @@ def one(workload: str, config: str, mode: str, a, work: Path, cache: Path) -> di
     return {"mode": mode, "speedup": r["eager_step_mean_s"] / r["step_mean_s"],
             "median_speedup": r["eager_step_s"] / r["step_s"], "eager_step_mean_s": r["eager_step_mean_s"],
             "step_mean_s": r["step_mean_s"], "collections": r.get("timing_gc_collections"),
+            "pause_s": r.get("timing_gc_pause_s") or 0.0,
             "timed_steps": r.get("timed_steps"), "core_wait_share": r.get("core_wait_share"),
             "wall_s": r.get("trial_wall_s")}
 
@@ -130,9 +131,9 @@ def workload_run(workload: str, config: str, a, tmp: Path) -> list[dict]:
                 rows.append(row)
             print(f"  {mode:3} {row['speedup']:.4f}x (medians {row['median_speedup']:.4f}x), eager "
                   f"{row['eager_step_mean_s'] * 1e6:.0f} us, config {row['step_mean_s'] * 1e6:.0f} us, "
-                  f"{row['collections']} collection(s) in {row['timed_steps']} steps a side, waited for a core "
-                  f"{row['core_wait_share'] or 0:.1%}{' (crowded: not counted)' if crowded else ''}, "
-                  f"{row['wall_s']:.0f} s", flush=True)
+                  f"{row['collections']} collection(s) ({row['pause_s'] * 1e3:.2f} ms) in {row['timed_steps']} steps "
+                  f"a side, waited for a core {row['core_wait_share'] or 0:.1%}"
+                  f"{' (crowded: not counted)' if crowded else ''}, {row['wall_s']:.0f} s", flush=True)
     return rows
 
 
@@ -150,8 +151,10 @@ def summary(workload: str, config: str, rows: list[dict]) -> list[str]:
         mine = [r for r in rows if r["mode"] == m]
         per = " ".join(f"{math.exp(x):.3f}" for x in logs[m])
         coll = statistics.mean(r["collections"] or 0 for r in mine)
+        # every pause charged to the config's side: how much slower its mean step would read, at most
+        charge = max(r["pause_s"] / (r["timed_steps"] * r["step_mean_s"]) for r in mine)
         lines.append(f"| {name} | {m} | {len(logs[m])} | {mean:.4f}x ({lo:.4f}-{hi:.4f}) | "
-                     f"{statistics.stdev(logs[m]):.2%} | {coll:.1f} | {per} |")
+                     f"{statistics.stdev(logs[m]):.2%} | {coll:.1f}, {charge:.2%} | {per} |")
     if all(len(logs[m]) >= 2 for m in MODES):
         d, lo, hi = welch(logs["on"], logs["off"])
         lines.append(f"| {name} | on / off | | {d:.4f} ({lo:.4f}-{hi:.4f}) | | | |")
@@ -193,7 +196,7 @@ def main() -> int:
             results.append((workload, config, workload_run(workload, config, a, Path(tmp))))
     print(f"\n{header(a)}\n")
     print("| workload | collector | processes | speedup, mean of logs (95 % t) | between processes (log sd) "
-          "| collections a process | each process |")
+          "| collections a process; their pauses over the config's timed time, at most | each process |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
     for workload, config, rows in results:
         print("\n".join(summary(workload, config, rows)))
