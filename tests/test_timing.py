@@ -9,7 +9,7 @@ from torch import nn
 from tuner.core.config import CompileConfig
 from tuner.measure.mix import timing_mix
 from tuner.measure.steps import Step
-from tuner.measure.timing import SETTLING_PAIRS, time_steps
+from tuner.measure.timing import GC_ENV, SETTLING_PAIRS, time_steps
 from tuner.system.heap import ENV, PINNED_NOTE
 
 
@@ -77,6 +77,23 @@ def test_alone_times_only_the_configs_own_side():
     assert figures["timing"] == "alone" and figures["eager_step_s"] is None and figures["speedup"] is None
     assert figures["step_s"] > 0 and figures["round_ratios"] == [None, None]
     assert len(model.calls) - SETTLING_PAIRS == figures["timed_steps"] == 2 * 3  # no eager block
+
+
+def test_the_collector_is_off_while_timing_unless_the_switch_leaves_it_on(monkeypatch):
+    import gc
+
+    seen, collections = {}, {}
+    for mode in ("", "on"):
+        model, step, schedule, _ = _step_over([2])
+        mix = timing_mix(schedule[0], None)
+        monkeypatch.setenv(GC_ENV, mode)
+        monkeypatch.setattr(model, "note", lambda x, m=mode: seen.setdefault(m, set()).add(gc.isenabled()))
+        timing = time_steps(step, mix, None, rounds=1, measure_seconds=0.0, estimates=[1e-3], device="cpu",
+                            alone=True)
+        collections[mode] = timing.figures()["timing_gc_collections"]
+        assert gc.isenabled() and not any(c.__name__ == "note" for c in gc.callbacks)  # as it was before
+    assert seen == {"": {False}, "on": {True}}
+    assert collections[""] == 0
 
 
 def test_a_trial_process_pins_the_heap_and_says_so(tmp_path, workloads):

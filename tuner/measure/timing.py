@@ -35,8 +35,10 @@ import contextlib
 import gc
 import itertools
 import math
+import os
 import statistics
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from typing import Any
 
 from .devices import timed
@@ -50,6 +52,9 @@ MOST_PER_BLOCK = 50
 #: then 70 us; a model whose step takes 20 ms or more settles in one pair.
 SETTLING_PAIRS = 4
 SETTLING_S = 0.02
+#: ``on``: leave Python's collector as it is while steps are timed (benchmarks/collector.py compares
+#: the two); read when timing starts, so a forked trial sees its own request's environment.
+GC_ENV = "COMPILE_TUNE_TIMING_GC"
 
 
 @dataclass
@@ -63,6 +68,9 @@ class Timing:
     arrival_order: bool = False
     rival: list[list[float]] | None = None
     """The rival's times per entry, where the process stepped one (plain compile beside a candidate)."""
+    collections: list[float] = field(default_factory=list)
+    """Each of Python's collections while steps were timed, its pause (seconds): none unless
+    ``COMPILE_TUNE_TIMING_GC=on``."""
 
     @property
     def alone(self) -> bool:
@@ -105,6 +113,8 @@ class Timing:
             "speedup": eager / compiled if eager and compiled > 0 else None,
             "round_ratios": self.round_ratios,
             "timed_steps": sum(len(t) for t in self.compiled),
+            "timing_gc_collections": len(self.collections),
+            "timing_gc_pause_s": sum(self.collections),
             "mix": per_input[:50],
             **self._rival_figures(),
         }
@@ -135,7 +145,7 @@ def time_steps(step, mix: list[MixEntry], schedule: list | None, rounds: int, me
     orders = list(itertools.permutations(sides))
     ratios: list[float | None] = []
     first = blocks[0][0][0]
-    with _no_garbage_collection():
+    with _no_garbage_collection() as collections:
         # the first steps after the stages before timing (and the collection) run on cold caches:
         # 0.6-0.8 ms for a 70 us step, and the first timed step was always eager's
         settle = max(1, min(SETTLING_PAIRS, math.ceil(SETTLING_S / max(min(estimates, default=1.0), 1e-6))))
@@ -146,7 +156,7 @@ def time_steps(step, mix: list[MixEntry], schedule: list | None, rounds: int, me
         for r in range(rounds):
             ratios.append(_time_round(step, blocks[r], r, orders, index, times, device, alone))
     return Timing(mix, times[False], times[True], ratios, arrival_order=bool(schedule),
-                  rival=times[RIVAL] if rival else None)
+                  rival=times[RIVAL] if rival else None, collections=collections)
 
 
 def _time_round(step, blocks: list[list[Any]], r: int, orders: list[tuple[bool | str, ...]], index: dict,
@@ -175,12 +185,22 @@ def _no_garbage_collection():
     read 1.03-1.05x slower than itself under another name, and races of eager against eager said
     "compile" (benchmarks/real_races.py). Collected first, so no garbage of the stages before is
     left for the steps."""
-    was = gc.isenabled()
+    was, pauses, began = gc.isenabled(), [], []
     gc.collect()
-    gc.disable()
+
+    def note(phase: str, _info: dict) -> None:  # each collection's pause, where the collector is left on
+        if phase == "start":
+            began[:] = [time.perf_counter()]
+        elif began:
+            pauses.append(time.perf_counter() - began.pop())
+
+    if os.environ.get(GC_ENV) != "on":
+        gc.disable()
+    gc.callbacks.append(note)
     try:
-        yield
+        yield pauses
     finally:
+        gc.callbacks.remove(note)
         if was:
             gc.enable()
 
