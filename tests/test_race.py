@@ -128,16 +128,20 @@ def test_the_error_rate_follows_the_candidates_as_they_join():
     r = race(simulated({PLAIN_COMPILE.key(): 1.3, TUNED.key(): 1.3}))
     r.join([PLAIN_COMPILE])
     d = r.run(until=2)
-    # plain compile opens the race with half of the error rate, whatever joins later
-    assert d["look_confidence"] == stats.look_confidence(stats.CONFIDENCE, (2,), 12, candidates=2)
+    # plain compile opens the race with half of the error rate, whatever joins later (one look:
+    # the t boundary's tail is what the look spends, whatever its degrees of freedom)
+    assert d["look_confidence"] == pytest.approx(stats.look_confidence(stats.CONFIDENCE, (2,), 12, candidates=2))
     r.join([TUNED])
     d = r.run()
     joined = r.records[TUNED.key()].joined
     tuned = next(c for c in d["candidates"] if c["config_label"] == TUNED.describe())
     # the second candidate a quarter, spent over its own looks from its own first round
     own = tuple(n - joined for n in r.looked if n > joined)
+    # each of its looks' boundaries at the degrees of freedom its own paired processes had then
+    dfs = stats.look_dfs(r.records[TUNED.key()].samples(EAGER.key()), [n + joined for n in own])
+    assert len(own) > 1 and dfs[-1] >= 1
     assert tuned["against_plain"]["look_confidence"] == pytest.approx(
-        stats.look_confidence(stats.CONFIDENCE, own, 12 - joined, candidates=4))
+        stats.look_confidence(stats.CONFIDENCE, own, 12 - joined, candidates=4, dfs=dfs))
 
 
 def test_a_budget_that_fits_no_round_of_a_new_stretch_cuts_the_race_with_the_figures_so_far():

@@ -347,4 +347,6 @@ def test_the_error_rate_is_shared_over_every_candidate_that_started_the_race():
     records[TUNED.key()].add({"status": "failed", "failure": {"category": "crashed"}}, scoring, 3)
     looks = stats.Looks((2, 3), 18)
     d = evidence.weigh(records, scoring, looks)
-    assert d["look_confidence"] == pytest.approx(looks.confidence(0.95, 2))
+    # at the degrees of freedom the pooled model (eager and plain compile) had at each look
+    pooled = [s for k in (EAGER.key(), PLAIN_COMPILE.key()) for s in records[k].samples(EAGER.key())]
+    assert d["look_confidence"] == pytest.approx(looks.confidence(0.95, 2, stats.look_dfs(pooled, looks.taken)))

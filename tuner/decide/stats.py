@@ -205,6 +205,26 @@ def _block(s: Sample) -> tuple[str, object]:
     return ("process", s.process) if s.process is not None else ("round", s.round)
 
 
+def look_dfs(samples: Sequence[Sample], looks: Iterable[int]) -> tuple[int, ...]:
+    """The degrees of freedom :func:`fit` leaves over the ``samples`` a look after each of
+    ``looks`` rounds had (those of rounds 0 to n - 1): the samples less the candidates and the
+    blocks, plus one, the model's rank where each block shares a candidate with the rest (each
+    paired process holds eager, each unpaired round times it). What the looks' boundaries are
+    calibrated at (tuner/decide/looks.py).
+
+    >>> pairs = [Sample(k, r, 1.0 + 0.1 * i, f"p{i}") for i, r in enumerate([0, 0, 0, 1, 1, 1]) for k in "ec"]
+    >>> look_dfs(pairs, [1, 2])  # a paired t: its processes less one
+    (2, 5)
+    """
+    samples = [s for s in samples if s.step_s > 0 and math.isfinite(s.step_s)]
+    out = []
+    for n in looks:
+        seen = [s for s in samples if s.round < n]
+        rank = len({s.key for s in seen}) + len({_block(s) for s in seen}) - 1
+        out.append(max(0, len(seen) - rank) if seen else 0)
+    return tuple(out)
+
+
 # ----------------------------------------------------------------------------- totals and savings
 
 
