@@ -154,6 +154,30 @@ def test_a_budget_that_fits_no_round_of_a_new_stretch_cuts_the_race_with_the_fig
     assert not r.records[TUNED.key()].steps
 
 
+def test_no_round_runs_after_a_look_that_spent_the_error_rate():
+    """A --budget's cut spends what the error rate has left: a look after it, with fresh rounds,
+    would err beyond the stated confidence. A later run (a finalist joining, a budget that fits a
+    smaller round again) gets the standing decision, which says why."""
+    calls = []
+    same = {PLAIN_COMPILE.key(): 1.02, TUNED.key(): 1.02}
+    r = race(simulated(same, spread=0.05, calls=calls), per_round=PAIRED_PER_ROUND)
+    r.join([PLAIN_COMPILE])
+    d = r.run(round_fits=lambda n, ran: r.done < 3)
+    assert d["cut_short"] == "3 of 12 rounds" and r.spent == 3 and not r.settled(), d.get("verdict")
+    measured = len(calls)
+    r.join([TUNED])
+    for fits in (None, lambda n, ran: True):
+        again = r.run(round_fits=fits)
+        assert again is d and r.done == 3 and len(calls) == measured
+        assert again["looks_closed"].startswith("the look after round 3 spent what was left of the error rate")
+    # the race's last round spends what is left too
+    last = Race(SCORING, simulated({PLAIN_COMPILE.key(): 1.02}, spread=0.05), rounds=3, heap_apart=False, paired=True,
+                log=lambda line: None, per_round=PAIRED_PER_ROUND)
+    last.join([PLAIN_COMPILE])
+    last.run()
+    assert last.spent == 3 and not last.settled() and "looks_closed" in last.run()
+
+
 def test_a_race_that_fits_no_round_at_all_says_nothing():
     r = race(simulated({PLAIN_COMPILE.key(): 1.3}))
     r.join([PLAIN_COMPILE])

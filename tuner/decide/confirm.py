@@ -75,6 +75,9 @@ class Decision(TypedDict, total=False):
     round_s: float
     cut_short: str
     """``2 of 12 rounds``: the ``--budget`` stopped the race."""
+    looks_closed: str
+    """Why a race asked for more rounds ran none: its last look spent what was left of the error
+    rate (:meth:`Race.run`)."""
     failed: str
     finalist_keys: list[str]
     rounds: int
