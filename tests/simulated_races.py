@@ -25,6 +25,7 @@ from tuner.core.score import Scoring
 from tuner.decide import evidence
 from tuner.decide import race as race_module
 from tuner.decide.confirm import confirm
+from tuner.decide.race import PAIRED_PER_ROUND
 from tuner.run.options import TuneOptions
 
 TUNED = CompileConfig(target="blocks", options={"freezing": True})
@@ -140,6 +141,30 @@ def race(true: dict[str, float], spread: float, seed: int, finalists=(TUNED,), s
     return d, m
 
 
+#: Eager against plain compile that is eager under another name (1.0x, no compile), as a run's
+#: race times them (paired, three processes a round, 15 % apart and 3 % once paired), over 8
+#: rounds and with no tie margin: the race stops only where plain compile's interval misses its
+#: truth, so it decides at all (compile, or slower) exactly as often as plain compile's share of
+#: the error rate allows over all its looks: 2.5 %. The one setting where a whole race's error
+#: rate has a value, not only a bound (a tie that stops a race, or a second candidate sharing the
+#: rate, keep the others below their nominal rates).
+A_A = dict(true={PLAIN_COMPILE.key(): 1.0}, finalists=(), spread=0.15, inner=0.03, paired=True,
+           per_round=PAIRED_PER_ROUND, tie_margin=0.0, rounds=8)
+
+
+def compile_or_slower(d: dict) -> bool:
+    """The race's false decisions where nothing is to be found (a tie or undecided are right)."""
+    return d["verdict"] == "compile" or d.get("zone") == "slower"
+
+
+def tally(test, runs: int, confidence: float | None = None, **kw) -> int:
+    """How many of ``runs`` races (seeds 0, 1, ...) ``test(decision)`` holds for, the race's
+    intervals at ``confidence`` together (:func:`rule`; None: the rule in force, the stated one
+    unless a caller mis-set it)."""
+    with rule(confidence) if confidence is not None else contextlib.nullcontext():
+        return sum(bool(test(race(seed=seed, **kw)[0])) for seed in range(runs))
+
+
 def verdicts(runs: int = RUNS, **kw) -> dict[str, float]:
     counts: dict[str, int] = {}
     for seed in range(runs):
@@ -178,21 +203,6 @@ def _binomial_cdf(runs: int, rate: float) -> list[float]:
     pmf = [math.exp(math.lgamma(runs + 1) - math.lgamma(k + 1) - math.lgamma(runs - k + 1)
                     + k * math.log(rate) + (runs - k) * math.log1p(-rate)) for k in range(runs + 1)]
     return list(itertools.accumulate(pmf))
-
-
-def most(runs: int, rate: float, alpha: float = 0.05) -> int:
-    """The most errors of a nominal ``rate`` that ``runs`` races may count: a doubled rate counts
-    more in all but ``alpha`` of seeds, and the nominal rate this many or fewer in all but
-    ``alpha`` (for fewer races the two cannot be told apart: ValueError).
-
-    >>> most(700, 0.025)  # 2.5 % of 700 is 17.5 races, 5 % is 35
-    25
-    """
-    doubled, nominal = _binomial_cdf(runs, 2 * rate), _binomial_cdf(runs, rate)
-    limit = max((k for k in range(runs + 1) if doubled[k] <= alpha), default=-1)
-    if limit < 0 or 1 - nominal[limit] > alpha:
-        raise ValueError(f"{runs} races cannot tell an error rate of {rate:.1%} from {2 * rate:.1%}: run more")
-    return limit
 
 
 #: The chance that a rule at just the rate it should give fails a rate's check by luck of the seeds:
@@ -238,6 +248,24 @@ def power(runs: int, rate: float, alpha: float = LUCK) -> tuple[float, float]:
         cdf = _binomial_cdf(runs, wrong)
         out.append((cdf[low - 1] if low > 0 else 0.0) + 1 - cdf[high])
     return out[0], out[1]
+
+
+def agrees(count: int, runs: int, reference: tuple[int, int], alpha: float = LUCK) -> bool:
+    """Whether ``count`` of ``runs`` is what the rule that erred ``reference = (count, runs)`` times
+    on other seeds gives: given both counts' total, the test's share of it is binomial with the
+    test's share of the races where the two rates are one (the conditional test of two binomial
+    rates), held to its two-sided acceptance region. For a rate the rule keeps below its nominal
+    one by design (a tie that stops a race, a second candidate sharing the error rate), where
+    the nominal rate is a bound and not a value: the rule's own rate, measured, is the reference.
+
+    >>> agrees(13, 1000, (13, 1000)), agrees(40, 1000, (13, 1000)), agrees(0, 1000, (13, 1000))
+    (True, False, False)
+    """
+    both = count + reference[0]
+    if both == 0:
+        return True
+    low, high = acceptance(both, runs / (runs + reference[1]), alpha)
+    return low <= count <= high
 
 
 def _normal_quantile(p: float) -> float:
