@@ -60,6 +60,7 @@ CANNOT_TELL: dict[tuple[str, float], str] = {
     ("intervals", 0.999): f"1 of 400 at 99.9 %, 5 at 95 %: {_STOPS}",
     ("intervals, paired", 0.90): f"11 of 400 at 90 %, 3 at 95 % (0.9 % on other seeds; 1,000 races no better): "
                                  f"{_STOPS}",
+    ("intervals, paired", 0.999): "none of 400 at 99.9 %, 3 at 95 %: a few in 400 cannot be told from none",
     ("intervals: student-t-3-df", 0.90): f"9 of 400 at 90 %, 3 at 95 % (1.0 % on other seeds): {_STOPS}",
     ("intervals: student-t-3-df", 0.999): "2 of 400 at 99.9 %, 3 at 95 %: misses from the tails, not the level",
     ("intervals: one-process-30pc-slow", 0.90): f"19 of 400 at 90 %, 10 at 95 % (3.6 % on other seeds): {_STOPS}",

@@ -143,7 +143,7 @@ LOOKS = [((2, 3, 5, 8, 12, 18), False), ((2, 3, 5, 6), True), ((2, 3, 4), True)]
 def test_the_looks_boundaries_spend_the_error_rate_they_say(taken, final):
     """With nothing to find, a race's z statistic is a Brownian motion seen at the looks: 200,000 of
     them cross the boundaries 5 % of the time, whether the race runs its 18 rounds or a budget ends
-    it at round 6 or 4 (its last look spending what is left). Two-sided: 4.88-5.12 %."""
+    it at round 6 or 4 (its last look spending what is left). Two-sided: 4.87-5.13 %."""
     assert within(crossed := brownian_crossings(taken, final), 200_000, 0.05), crossed / 200_000
 
 
