@@ -1,12 +1,16 @@
 """The error rates of the confirmation race (tuner/decide/confirm.py) on simulated processes of
 known spread, 400 races a case: the table of docs/statistics.md ("Error rates, measured").
 
-tests/test_stats.py and tests/test_error_edges.py assert the same cases on fewer races; this prints each case's verdict shares
-(stay eager split by its zone: a tie or slower), the stated intervals' coverage, the mean rounds
-and, where a case names its false decision, how many races made it with its 95 % interval
-(Clopper-Pearson), so the table can be rebuilt::
+tests/test_stats.py and tests/test_error_edges.py assert the same cases on fewer races; this
+prints each case's verdict shares (stay eager split by its zone: a tie or slower), the stated
+intervals' coverage, the mean rounds and, where a case names its false decision, how many races
+made it with its 95 % interval (Clopper-Pearson), so the table can be rebuilt::
 
-    python benchmarks/error_rates.py [--races 400] [--only SUBSTRING]
+    python benchmarks/error_rates.py [--races 400] [--only SUBSTRING] [--first-seed 0] [--confidence 0.95]
+
+The tests hold each rate two-sided around the rate measured here on seeds they do not use
+(``--first-seed 10000``), and ``--confidence 0.90`` or ``0.999`` mis-sets the race's rule (the
+confidence its intervals hold at together), which the tests' checks must then reject.
 """
 from __future__ import annotations
 
@@ -17,7 +21,18 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from simulated_races import OTHER, T5_LIKE, TUNED, binomial_interval, holds, race, saving_null  # noqa: E402
+from simulated_races import (  # noqa: E402
+    A_A,
+    OTHER,
+    T5_LIKE,
+    TUNED,
+    binomial_interval,
+    compile_or_slower,
+    holds,
+    race,
+    rule,
+    saving_null,
+)
 
 from tuner.core.config import PLAIN_COMPILE  # noqa: E402
 
@@ -42,10 +57,6 @@ COVER = {PLAIN: 1.05, TUNED_KEY: 1.25}
 
 def said(verdict: str, zone: str | None = None) -> Callable[[dict], bool]:
     return lambda d: d["verdict"] == verdict and (zone is None or d.get("zone") == zone)
-
-
-def compile_or_slower(d: dict) -> bool:
-    return d["verdict"] == "compile" or d.get("zone") == "slower"
 
 
 def beats_plain(d: dict) -> bool:
@@ -87,6 +98,17 @@ CASES = [
 #: Where compiling is known to be wrong, and what the race must not say: a case name -> (the
 #: race's settings, {false decision: its test}, the true saving or None).
 EDGES: list[tuple[str, dict, dict[str, Callable[[dict], bool]], float | None]] = [
+    *((f"exact: eager against itself, {what}: no tie margin, one candidate, 8 rounds", dict(A_A, **kw),
+       {"compile or slower": compile_or_slower}, None)
+      for what, kw in (("paired, three processes a round", {}), ("paired, cut at round 4", dict(cut=4)),
+                       ("unpaired, 5 % spread", dict(paired=False, per_round=1, spread=0.05, inner=0.0)),
+                       ("paired, Student t (3 df)", dict(tails=3)),
+                       ("paired, one compiled side 30 % slow", dict(hiccup=1.3)),
+                       ("unpaired, one process 30 % slow", dict(paired=False, per_round=1, spread=0.05, inner=0.0,
+                                                                outlier=1.3)))),
+    *((f"exact: saving-null {s}x, one candidate, no tie margin, paired, 8 rounds",
+       dict(saving_null(s), finalists=(), tie_margin=0.0, per_round=3, rounds=8),
+       {"compile or slower": compile_or_slower}, 0.0) for s in (1.05, 1.25)),
     *((f"saving-null: {s}x whose compile eats its saving, cold compiles {c:.0%} apart, warm 1.5 %, paired 1.4 %",
        {**saving_null(s), "cold": c}, {"compile": said("compile")}, 0.0)
       for s, c in ((1.05, 0.05), (1.05, 0.03), (1.25, 0.05))),
@@ -114,11 +136,11 @@ EDGES: list[tuple[str, dict, dict[str, Callable[[dict], bool]], float | None]] =
 
 
 def measure(kw: dict, races: int, false: dict[str, Callable[[dict], bool]] | None = None,
-            saving: float | None = None) -> str:
+            saving: float | None = None, first: int = 0) -> str:
     counts: dict[str, int] = {}
     rounds = held = 0
     wrong = dict.fromkeys(false or {}, 0)
-    for seed in range(races):
+    for seed in range(first, first + races):
         d, _ = race(seed=seed, **kw)
         v = d["verdict"] + (f" ({d['zone']})" if d["verdict"] == "stay_eager" and d.get("zone") else "")
         counts[v] = counts.get(v, 0) + 1
@@ -142,14 +164,20 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--races", type=int, default=400)
     p.add_argument("--only", default="", help="run only the cases whose name contains this")
+    p.add_argument("--first-seed", type=int, default=0, help="the seed of the first race [0]")
+    p.add_argument("--confidence", type=float, default=0.95,
+                   help="the confidence the race's intervals hold at together: 0.95 is the rule, another mis-sets it")
     args = p.parse_args()
-    print(f"{args.races} races a case, seeds 0-{args.races - 1}", flush=True)
-    for name, kw in CASES:
-        if args.only in name:
-            print(f"{name}: {measure(kw, args.races)}", flush=True)
-    for name, kw, false, saving in EDGES:
-        if args.only in name:
-            print(f"{name}: {measure(kw, args.races, false, saving)}", flush=True)
+    first = args.first_seed
+    print(f"{args.races} races a case, seeds {first}-{first + args.races - 1}, rule at {args.confidence:.1%}",
+          flush=True)
+    with rule(args.confidence):
+        for name, kw in CASES:
+            if args.only in name:
+                print(f"{name}: {measure(kw, args.races, first=first)}", flush=True)
+        for name, kw, false, saving in EDGES:
+            if args.only in name:
+                print(f"{name}: {measure(kw, args.races, false, saving, first)}", flush=True)
 
 
 if __name__ == "__main__":

@@ -133,16 +133,20 @@ def test_the_error_rate_follows_the_candidates_as_they_join():
     r = race(simulated({PLAIN_COMPILE.key(): 1.3, TUNED.key(): 1.3}))
     r.join([PLAIN_COMPILE])
     d = r.run(until=2)
-    # plain compile opens the race with half of the error rate, whatever joins later
-    assert d["look_confidence"] == stats.look_confidence(stats.CONFIDENCE, (2,), 12, candidates=2)
+    # plain compile opens the race with half of the error rate, whatever joins later (one look:
+    # the t boundary's tail is what the look spends, whatever its degrees of freedom)
+    assert d["look_confidence"] == pytest.approx(stats.look_confidence(stats.CONFIDENCE, (2,), 12, candidates=2))
     r.join([TUNED])
     d = r.run()
     joined = r.records[TUNED.key()].joined
     tuned = next(c for c in d["candidates"] if c["config_label"] == TUNED.describe())
     # the second candidate a quarter, spent over its own looks from its own first round
     own = tuple(n - joined for n in r.looked if n > joined)
+    # each of its looks' boundaries at the degrees of freedom its own paired processes had then
+    dfs = stats.look_dfs(r.records[TUNED.key()].samples(EAGER.key()), [n + joined for n in own])
+    assert len(own) > 1 and dfs[-1] >= 1
     assert tuned["against_plain"]["look_confidence"] == pytest.approx(
-        stats.look_confidence(stats.CONFIDENCE, own, 12 - joined, candidates=4))
+        stats.look_confidence(stats.CONFIDENCE, own, 12 - joined, candidates=4, dfs=dfs))
 
 
 def test_a_budget_that_fits_no_round_of_a_new_stretch_cuts_the_race_with_the_figures_so_far():
@@ -153,6 +157,30 @@ def test_a_budget_that_fits_no_round_of_a_new_stretch_cuts_the_race_with_the_fig
     d = r.run(round_fits=lambda n, ran: False)
     assert d["cut_short"] == "2 of 12 rounds" and d["verdict"] == "compile"
     assert not r.records[TUNED.key()].steps
+
+
+def test_no_round_runs_after_a_look_that_spent_the_error_rate():
+    """A --budget's cut spends what the error rate has left: a look after it, with fresh rounds,
+    would err beyond the stated confidence. A later run (a finalist joining, a budget that fits a
+    smaller round again) gets the standing decision, which says why."""
+    calls = []
+    same = {PLAIN_COMPILE.key(): 1.02, TUNED.key(): 1.02}
+    r = race(simulated(same, spread=0.05, calls=calls), per_round=PAIRED_PER_ROUND)
+    r.join([PLAIN_COMPILE])
+    d = r.run(round_fits=lambda n, ran: r.done < 3)
+    assert d["cut_short"] == "3 of 12 rounds" and r.spent == 3 and not r.settled(), d.get("verdict")
+    measured = len(calls)
+    r.join([TUNED])
+    for fits in (None, lambda n, ran: True):
+        again = r.run(round_fits=fits)
+        assert again is d and r.done == 3 and len(calls) == measured
+        assert again["looks_closed"].startswith("the look after round 3 spent what was left of the error rate")
+    # the race's last round spends what is left too
+    last = Race(SCORING, simulated({PLAIN_COMPILE.key(): 1.02}, spread=0.05), rounds=3, heap_apart=False, paired=True,
+                log=lambda line: None, per_round=PAIRED_PER_ROUND)
+    last.join([PLAIN_COMPILE])
+    last.run()
+    assert last.spent == 3 and not last.settled() and "looks_closed" in last.run()
 
 
 def test_a_race_that_fits_no_round_at_all_says_nothing():

@@ -7,7 +7,16 @@ process 30 % slow). The figures the tests assert are the issue's: a false "compi
 a true 1.10x at 5 % spread decided "compile" at least 90 % of the time within the default number
 of rounds, and a stated 95 % interval that holds the true speedup at least 95 % of the time. The
 simulated machine and race are tests/simulated_races.py; the rates at the decision's edges (issue
-45) are tests/test_error_edges.py.
+45), and the one setting where a whole race's error rate has a value, are
+tests/test_error_edges.py; the looks' boundaries alone, tests/test_boundaries.py.
+
+Every rate is held two-sided (issue 59): an interval's or a single look's against its nominal
+rate (:func:`simulated_races.within`), failing the rule set at 90 % and at 99.9 % too; a whole
+race's, whose nominal rate is a bound the race keeps below by design (a second candidate holds a
+share, a tie stops a race before a later look can err, only the deciding look's intervals are
+stated), against the rule's own rate measured on seeds the tests do not use
+(:func:`simulated_races.agrees`, :data:`REFERENCE`). A rate of right answers (a true speedup
+decided compile) is held from below alone: more of them is never wrong.
 """
 from __future__ import annotations
 
@@ -16,7 +25,19 @@ import random
 
 import numpy as np
 import pytest
-from simulated_races import OTHER, T5_LIKE, TUNED, Machine, coverage, crowded, most, race, verdicts
+from simulated_races import (
+    OTHER,
+    T5_LIKE,
+    TUNED,
+    Machine,
+    agrees,
+    crowded,
+    holds,
+    race,
+    races,
+    verdicts,
+    within,
+)
 
 from tuner.core.config import EAGER, PLAIN_COMPILE
 from tuner.core.score import Scoring
@@ -31,6 +52,32 @@ def test_t_quantiles_match_the_tables(p, df, expected):
     assert stats.t_quantile(p, df) == pytest.approx(expected, abs=1e-4)
 
 
+NULL = {PLAIN_COMPILE.key(): 1.0, TUNED.key(): 1.0}
+COVER = {PLAIN_COMPILE.key(): 1.05, TUNED.key(): 1.25}
+PAIRED = dict(spread=0.15, inner=0.03, paired=True)
+#: The race's own rates, ``(count, races)`` on seeds from 10,000 on, at 95 % (``python
+#: benchmarks/error_rates.py --races N --first-seed 10000``): a false compile where nothing is
+#: saved, and races in which a stated interval missed its truth.
+REFERENCE = {
+    "nothing saved": (64, 4000),
+    "nothing saved, cut at round 4": (15, 1000),
+    "nothing saved, paired": (46, 4000),
+    "nothing saved, paired, cut at round 4": (10, 1000),
+    "a tie called compile": (4, 1000),
+    "intervals missed": (18, 1000),
+    "intervals missed, cut at round 4": (28, 1000),
+    "intervals missed, paired": (9, 1000),
+}
+
+
+def false_compiles(runs: int, **kw) -> int:
+    return sum(d["verdict"] == "compile" for d in races(runs, **kw))
+
+
+def missed(runs: int, true: dict[str, float], **kw) -> int:
+    return sum(not holds(d, true) for d in races(runs, true=true, **kw))
+
+
 
 
 
@@ -42,16 +89,20 @@ def test_the_default_race_is_long_enough_to_decide_a_true_1_10x_at_5_percent_spr
     assert rates.get("compile", 0) >= 0.90, rates
 
 
-def test_a_config_that_saves_nothing_is_called_compile_at_most_5_percent_of_the_time():
-    # plain compile and the finalist run at eager's speed: the saving is zero
-    rates = verdicts(true={PLAIN_COMPILE.key(): 1.0, TUNED.key(): 1.0}, spread=0.05)
-    assert rates.get("compile", 0) <= 0.05, rates
+def test_a_config_that_saves_nothing_is_called_compile_at_the_rules_rate():
+    """Plain compile and the finalist run at eager's speed: the saving is zero. 1.6 % on other
+    seeds, within the 5 % guaranteed (one-sided "compile" of two candidates' shares, less the
+    races a tie or a loss stopped)."""
+    runs = 600
+    assert agrees(false := false_compiles(runs, true=NULL, spread=0.05), runs, REFERENCE["nothing saved"]), false
 
 
 def test_a_true_tie_is_decided_stay_eager_and_never_called_a_win():
     # the finalist runs at eager's speed, plain compile 1 % slower: a tie, at 1 % spread a decided one
     rates = verdicts(true={PLAIN_COMPILE.key(): 0.99, TUNED.key(): 1.0}, spread=0.01, runs=100)
-    assert rates.get("stay_eager", 0) >= 0.9 and rates.get("compile", 0) <= 0.05, rates
+    assert rates.get("stay_eager", 0) >= 0.9, rates
+    # one-sided in effect: 0.4 % on other seeds, none or one in 100
+    assert agrees(round(rates.get("compile", 0) * 100), 100, REFERENCE["a tie called compile"]), rates
 
 
 
@@ -66,22 +117,40 @@ def test_a_true_tie_is_decided_stay_eager_and_never_called_a_win():
 
 
 
-def test_the_stated_interval_holds_the_true_speedup_at_least_95_percent_of_the_time():
-    assert coverage({PLAIN_COMPILE.key(): 1.05, TUNED.key(): 1.25}, spread=0.08) >= 0.95
+def test_the_stated_intervals_hold_the_true_speedups_at_the_rules_rate():
+    """Every interval the race states, of every candidate, holds its truth: missed 1.8 % of the
+    time on other seeds, within the 5 % guaranteed (the deciding look's intervals alone)."""
+    runs = 400
+    assert agrees(miss := missed(runs, COVER, spread=0.08), runs, REFERENCE["intervals missed"]), miss
 
 
-@pytest.mark.parametrize("taken, final", [((2, 3, 5, 8, 12, 18), False), ((2, 3, 5, 6), True), ((2, 3, 4), True)])
+def brownian_crossings(taken: tuple[int, ...], final: bool, confidence: float = 0.95, paths: int = 200_000) -> int:
+    """How many of ``paths`` z statistics with nothing to find (a Brownian motion seen at the
+    looks ``taken`` of 18 rounds) cross the looks' boundaries at ``confidence``."""
+    bounds = [stats._normal_quantile(0.5 + stats.look_confidence(confidence, taken[:k], 18, 1,
+                                                                  final and k == len(taken)) / 2)
+              for k in range(1, len(taken) + 1)]
+    t = np.array(taken) / 18
+    steps = np.random.default_rng(0).standard_normal((paths, len(t))) * np.sqrt(np.diff(t, prepend=0))
+    walk = np.cumsum(steps, axis=1)
+    return int((np.abs(walk / np.sqrt(t)) > np.array(bounds)).any(axis=1).sum())
+
+
+LOOKS = [((2, 3, 5, 8, 12, 18), False), ((2, 3, 5, 6), True), ((2, 3, 4), True)]
+
+
+@pytest.mark.parametrize("taken, final", LOOKS)
 def test_the_looks_boundaries_spend_the_error_rate_they_say(taken, final):
     """With nothing to find, a race's z statistic is a Brownian motion seen at the looks: 200,000 of
     them cross the boundaries 5 % of the time, whether the race runs its 18 rounds or a budget ends
-    it at round 6 or 4 (its last look spending what is left)."""
-    bounds = [stats._normal_quantile(0.5 + stats.look_confidence(0.95, taken[:k], 18, 1, final and k == len(taken)) / 2)
-              for k in range(1, len(taken) + 1)]
-    t = np.array(taken) / 18
-    steps = np.random.default_rng(0).standard_normal((200_000, len(t))) * np.sqrt(np.diff(t, prepend=0))
-    walk = np.cumsum(steps, axis=1)
-    crossed = (np.abs(walk / np.sqrt(t)) > np.array(bounds)).any(axis=1).mean()
-    assert 0.046 <= crossed <= 0.054, (bounds, crossed)
+    it at round 6 or 4 (its last look spending what is left). Two-sided: 4.87-5.13 %."""
+    assert within(crossed := brownian_crossings(taken, final), 200_000, 0.05), crossed / 200_000
+
+
+@pytest.mark.parametrize("taken, final", LOOKS)
+@pytest.mark.parametrize("confidence", [0.90, 0.999])
+def test_the_boundaries_check_fails_a_rule_spending_too_much_or_too_little(taken, final, confidence):
+    assert not within(crossed := brownian_crossings(taken, final, confidence), 200_000, 0.05), crossed
 
 
 def test_early_looks_cost_what_bonferroni_cost_and_a_budgets_last_look_spends_the_rest():
@@ -95,26 +164,41 @@ def test_early_looks_cost_what_bonferroni_cost_and_a_budgets_last_look_spends_th
 
 
 def test_a_race_the_budget_cuts_short_keeps_its_error_rates():
-    """Cut at round 4 of 18, the last look spends what the looks left: still no more false
-    "compile" than 5 %, and intervals that hold the truth at least 95 % of the time."""
-    null = verdicts(true={PLAIN_COMPILE.key(): 1.0, TUNED.key(): 1.0}, spread=0.05, cut=4)
-    assert null.get("compile", 0) <= 0.05, null
-    assert coverage({PLAIN_COMPILE.key(): 1.05, TUNED.key(): 1.25}, spread=0.08, cut=4) >= 0.95
-    paired = verdicts(paired=True, true={PLAIN_COMPILE.key(): 1.0, TUNED.key(): 1.0}, spread=0.15, inner=0.03, cut=4)
-    assert paired.get("compile", 0) <= 0.05, paired
+    """Cut at round 4 of 18, the last look spends what the looks left: a false "compile" 1.5 %
+    (unpaired) and 1.0 % (paired) of the time on other seeds, and intervals that miss their truth
+    2.8 %, all within the 5 % guaranteed; each held two-sided at that rate. (Where the race's rate
+    has a value, eager against itself, a cut race is exact: tests/test_error_edges.py.)"""
+    runs = 1000
+    assert agrees(false := false_compiles(runs, true=NULL, spread=0.05, cut=4), runs,
+                  REFERENCE["nothing saved, cut at round 4"]), false
+    assert agrees(miss := missed(runs, COVER, spread=0.08, cut=4), runs,
+                  REFERENCE["intervals missed, cut at round 4"]), miss
+    assert agrees(false := false_compiles(runs, true=NULL, cut=4, **PAIRED), runs,
+                  REFERENCE["nothing saved, paired, cut at round 4"]), false
 
 
-def test_the_interval_on_one_look_covers_at_its_nominal_level():
-    """Without the race's correction: the model's t-interval after 3 rounds, 95 %, 400 simulations."""
-    held, rng = 0, random.Random(7)
-    for _ in range(400):
+def one_look_misses(confidence: float = 0.95, runs: int = 2000) -> int:
+    """How often the model's t-interval after 3 rounds (unpaired, two candidates), at
+    ``confidence``, misses the true speedup: the interval alone, without the race's looks."""
+    missed, rng = 0, random.Random(7)
+    for _ in range(runs):
         samples = []
         for r in range(3):
             drift = rng.gauss(0, 0.1)
             for key, speedup in (("eager", 1.0), ("a", 1.3), ("b", 1.1), ("eager", 1.0)):
                 samples.append(stats.Sample(key, r, 0.01 / speedup * math.exp(drift + rng.gauss(0, 0.07))))
-        held += stats.fit(samples).speedup("eager", "a", 0.95).contains(1.3)
-    assert 0.92 <= held / 400 <= 0.98, held
+        missed += not stats.fit(samples).speedup("eager", "a", confidence).contains(1.3)
+    return missed
+
+
+def test_the_interval_on_one_look_covers_at_its_nominal_level():
+    """2,000 simulations, two-sided around 5 %: a halved or doubled rate fails all but 0.1 % of seeds."""
+    assert within(miss := one_look_misses(), 2000, 0.05), miss
+
+
+@pytest.mark.parametrize("confidence", [0.90, 0.999])
+def test_the_one_look_check_fails_an_interval_too_narrow_or_too_wide(confidence):
+    assert not within(miss := one_look_misses(confidence), 2000, 0.05), miss
 
 
 def test_a_clear_win_stops_at_the_first_look_and_states_its_interval():
@@ -192,10 +276,11 @@ def test_a_cold_compiles_spread_is_pooled_over_the_candidates_cold_compiles():
     assert half(alone) > 400 and half(pooled) < 100, (half(alone), half(pooled))
 
 
-def test_a_cold_compiles_interval_covers_though_cold_compiles_vary_more_than_warm_ones():
-    """Cold compiles 3-5 % apart, warm ones 1-2 %: three candidates' cold pairs pooled cover the
-    cold mean at 95 %; pooled with the warm compiles as until 2026-12-04, they did not."""
-    rng, runs, held = random.Random(11), 1000, {"cold": 0, "with warm": 0}
+def cold_compile_misses(confidence: float = 0.95, runs: int = 2000) -> dict[str, int]:
+    """How often the cold compile mean's interval at ``confidence`` misses its truth: cold compiles
+    3-5 % apart, warm ones 1-2 %, three candidates' cold pairs pooled (``cold``), or pooled with the
+    warm compiles as until 2026-12-04 (``with warm``)."""
+    rng, missed = random.Random(11), {"cold": 0, "with warm": 0}
     for _ in range(runs):
         spreads = [rng.uniform(0.03, 0.05) for _ in range(3)]
         cold = {k: [40.0 * math.exp(rng.gauss(0, s)) for _ in range(2)] for k, s in zip("abc", spreads)}
@@ -203,9 +288,23 @@ def test_a_cold_compiles_interval_covers_though_cold_compiles_vary_more_than_war
         truth = 40.0 * math.exp(spreads[0] ** 2 / 2)
         costs = {"cold": stats.compile_costs(cold)["a"], "with warm": stats.compile_costs(cold, warm)["a"]}
         for name, cost in costs.items():
-            held[name] += abs(cost.compile_s - truth) <= stats.t_quantile(0.975, cost.compile_df) * cost.compile_se
-    assert runs - held["cold"] <= most(runs, 0.05), held
-    assert held["with warm"] < 0.9 * runs, held
+            half = stats.t_quantile(0.5 + confidence / 2, cost.compile_df) * cost.compile_se
+            missed[name] += abs(cost.compile_s - truth) > half
+    return missed
+
+
+def test_a_cold_compiles_interval_covers_though_cold_compiles_vary_more_than_warm_ones():
+    """Three candidates' cold pairs pooled cover the cold mean at 95 %, two-sided; pooled with the
+    warm compiles as until 2026-12-04, they missed more than 10 % of the time."""
+    runs = 2000
+    missed = cold_compile_misses(runs=runs)
+    assert within(missed["cold"], runs, 0.05), missed
+    assert missed["with warm"] > 0.1 * runs, missed
+
+
+@pytest.mark.parametrize("confidence", [0.90, 0.999])
+def test_the_cold_compile_check_fails_an_interval_too_narrow_or_too_wide(confidence):
+    assert not within(miss := cold_compile_misses(confidence)["cold"], 2000, 0.05), miss
 
 
 def test_a_clear_win_is_decided_though_the_searchs_cold_compile_was_slower_than_the_rounds():
@@ -234,18 +333,20 @@ def test_paired_processes_decide_a_win_that_processes_15_percent_apart_leave_und
     assert alone.get("compile", 0) < paired.get("compile", 0), (alone, paired)
 
 
-def test_paired_a_config_that_saves_nothing_is_called_compile_at_the_nominal_rate():
+def test_paired_a_config_that_saves_nothing_is_called_compile_at_the_rules_rate():
     # 200 races told 2.5 % from 5 % by luck of the seeds: a change that drew the random numbers in
     # another order (eager alone in the first rounds only) read 5.5 % at 200 and 2.6 % at 3,000
-    # (2.8 % before it). 1,000 races and a doubled rate's bound (``most``) tell them apart.
+    # (2.8 % before it; 1.15 % on seeds 10,000-13,999 since the looks' boundaries are the t
+    # statistics'). 1,000 races, two-sided around the rule's own rate.
     runs = 1000
-    rates = verdicts(runs=runs, paired=True, true={PLAIN_COMPILE.key(): 1.0, TUNED.key(): 1.0}, spread=0.15,
-                     inner=0.03)
-    assert rates.get("compile", 0) * runs <= most(runs, 0.025), rates
+    false = false_compiles(runs, true=NULL, **PAIRED)
+    assert agrees(false, runs, REFERENCE["nothing saved, paired"]), false
 
 
-def test_paired_the_stated_interval_holds_the_true_speedup_at_least_95_percent_of_the_time():
-    assert coverage({PLAIN_COMPILE.key(): 1.05, TUNED.key(): 1.25}, spread=0.15, inner=0.03, paired=True) >= 0.95
+def test_paired_the_stated_intervals_hold_the_true_speedups_at_the_rules_rate():
+    """Missed 0.9 % of the time on other seeds (a few in 400: one-sided in effect)."""
+    runs = 400
+    assert agrees(miss := missed(runs, COVER, **PAIRED), runs, REFERENCE["intervals missed, paired"]), miss
 
 
 def test_paired_rounds_time_eager_beside_each_config_and_alone_once():
@@ -339,4 +440,6 @@ def test_the_error_rate_is_shared_over_every_candidate_that_started_the_race():
     records[TUNED.key()].add({"status": "failed", "failure": {"category": "crashed"}}, scoring, 3)
     looks = stats.Looks((2, 3), 18)
     d = evidence.weigh(records, scoring, looks)
-    assert d["look_confidence"] == pytest.approx(looks.confidence(0.95, 2))
+    # at the degrees of freedom the pooled model (eager and plain compile) had at each look
+    pooled = [s for k in (EAGER.key(), PLAIN_COMPILE.key()) for s in records[k].samples(EAGER.key())]
+    assert d["look_confidence"] == pytest.approx(looks.confidence(0.95, 2, stats.look_dfs(pooled, looks.taken)))

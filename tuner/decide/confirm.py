@@ -75,6 +75,9 @@ class Decision(TypedDict, total=False):
     round_s: float
     cut_short: str
     """``2 of 12 rounds``: the ``--budget`` stopped the race."""
+    looks_closed: str
+    """Why a race asked for more rounds ran none: its last look spent what was left of the error
+    rate (:meth:`Race.run`)."""
     failed: str
     finalist_keys: list[str]
     rounds: int
@@ -109,7 +112,7 @@ def could_win(attrs: dict[str, Any], scoring: Scoring) -> bool:
 def confirm(finalists: list[CompileConfig], scoring: Scoring, measure: Callable[..., dict],
             rounds: int = 12, log=print, round_fits: Callable[[int, int | None], bool] | None = None,
             heap_apart: bool = True, search_cold: dict[str, float] | None = None,
-            tie_margin: float = stats.TIE_MARGIN, paired: bool = False) -> Decision:
+            tie_margin: float = stats.TIE_MARGIN, paired: bool = False, per_round: int = 1) -> Decision:
     """Race plain compile and ``finalists`` against eager from the start, for up to ``rounds``
     rounds (a :class:`~tuner.decide.race.Race` of one stretch; its module text has the rules).
 
@@ -117,7 +120,8 @@ def confirm(finalists: list[CompileConfig], scoring: Scoring, measure: Callable[
     trial runner); ``heap="default"`` asks for eager as a user's process starts (only with
     ``heap_apart``). ``search_cold``: config key -> the cold compile its search trial measured (only
     plain compile's counts: a finalist's search figures are where the search's luck is).
-    ``paired``: each config's process is asked for eager beside it (``timing="beside"``).
+    ``paired``: each config's process is asked for eager beside it (``timing="beside"``);
+    ``per_round``: each candidate's processes a round (a run's paired race times three).
     ``round_fits(trials, ran)``, under a ``--budget``, says whether one more round of that many
     processes fits, ``ran`` being the processes of the round just run (None before the first);
     when it does not, the race stops there and the decision says ``cut_short``.
@@ -125,7 +129,8 @@ def confirm(finalists: list[CompileConfig], scoring: Scoring, measure: Callable[
     def measure_(config, label, round_=0, heap=None, reuse_cache=False, **timing):
         return measure(config, label, round_=round_, heap=heap, **timing)
 
-    race = Race(scoring, measure_, rounds=rounds, heap_apart=heap_apart, paired=paired, tie_margin=tie_margin, log=log)
+    race = Race(scoring, measure_, rounds=rounds, heap_apart=heap_apart, paired=paired, tie_margin=tie_margin, log=log,
+                per_round=per_round)
     race.join([PLAIN_COMPILE, *finalists], cold=search_cold)
     race.run(round_fits)
     return race.final()  # type: ignore[return-value]

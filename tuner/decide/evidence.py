@@ -142,16 +142,18 @@ def _figures(records: dict[str, Record], ok: list[Record], scoring: Scoring, loo
     e_steps = _eager_levels(eager, ok)
     e_step = statistics.fmean(e_steps)
     paired = all(r.paired for r in ok)
-    model = stats.fit(sample for r in (ok if paired else [eager, *ok]) for sample in r.samples(eager.key))
+    pooled = [sample for r in (ok if paired else [eager, *ok]) for sample in r.samples(eager.key)]
+    model = stats.fit(pooled)
     # Paired, each candidate's processes are blocks of their own (eager's level cancels in each), so
     # its own fit is its own spread: a late finalist twice as noisy as plain compile no longer
     # borrows plain compile's many degrees of freedom and small spread (issue 57's review).
-    models = {r.key: stats.fit(r.samples(eager.key)) for r in ok} if paired else {r.key: model for r in ok}
+    samples = {r.key: r.samples(eager.key) if paired else pooled for r in ok}
+    models = {r.key: stats.fit(samples[r.key]) for r in ok} if paired else {r.key: model for r in ok}
     contrasts = {r.key: models[r.key].contrast(eager.key, r.key) for r in ok}
     # every candidate that joined keeps its share of the error rate, weighed now or not (one that
     # failed a later process or ran over the memory bound had its chances to err)
     started = [r for r in records.values() if r.config.compiles]
-    levels = {r.key: looks.since(r.joined).confidence(confidence, 1 / stats.arrival_share(started.index(r)))
+    levels = {r.key: _look_confidence(looks, r, samples[r.key], confidence, stats.arrival_share(started.index(r)))
               for r in ok}
     # a cold compile's spread from cold compiles alone, pooled over the candidates (stats.compile_costs)
     costs = stats.compile_costs({r.key: r.compile_samples(scoring) for r in ok},
@@ -207,6 +209,18 @@ def _beside_plain(ok: list[Record]) -> dict[str, stats.Contrast]:
             if model.df >= 1:
                 out[r.key] = model.contrast(plain, r.key)
     return out
+
+
+def _look_confidence(looks: stats.Looks, record: Record, samples: list[stats.Sample], confidence: float,
+                     share: float) -> float:
+    """``record``'s look confidence: its ``share`` of the error rate spent over its own looks,
+    each look's boundary at the degrees of freedom its model (``samples``) had then, so that its
+    t intervals err as often as planned (tuner/decide/looks.py). A look before its
+    :data:`OWN_ROUNDS`-th round of its own states no interval of it, cannot err, and hands its
+    share on to the next (no degrees of freedom)."""
+    own = looks.since(record.joined)
+    dfs = stats.look_dfs(samples, [n + record.joined for n in own.taken])
+    return own.confidence(confidence, 1 / share, [df if n >= OWN_ROUNDS else 0 for n, df in zip(own.taken, dfs)])
 
 
 def _eager_levels(eager: Record, ok: list[Record]) -> list[float]:

@@ -126,6 +126,9 @@ class Race:
     """Candidate key -> the round whose processes its baseline or search trial opened (:meth:`join`)."""
     looked: list[int] = field(init=False, default_factory=list)
     """The rounds after which the race looked (:meth:`looks_now`)."""
+    spent: int | None = field(init=False, default=None)
+    """The round after which a look spent what was left of the error rate (the race's last round,
+    or a ``--budget``'s cut): no round runs after it (:meth:`run`)."""
 
     def __post_init__(self) -> None:
         self.records = {EAGER.key(): Record(EAGER)}
@@ -206,9 +209,16 @@ class Race:
         would decide it: a stretch, the opening, ends rather than spend rounds it cannot use), or
         ``round_fits(processes, ran)`` (a ``--budget``) says the next round does not fit; then it
         looks once more, spending what the error rate has left, and the decision says
-        ``cut_short``."""
+        ``cut_short``. After a look that spent what was left (that one, or the race's last round's)
+        it runs no round again: the decision stands and says why (``looks_closed``)."""
         if self.decision and self.settled():
             return self.decision  # settled, and nothing joined since that would need its own look
+        if self.spent is not None:
+            # A look after a spend-all one would be a chance to err that no share of the error rate
+            # pays for, and every interval stated would hold less often than it says. The race's
+            # answer stands, said so, rather than raising: the run still writes it (a finalist that
+            # joined since is not measured; the --budget that cut the race is rarely wider later).
+            return self._refused()
         last = min(self.rounds, until if until is not None else self.rounds)
         fresh = True  # the budget's clock times a round from its previous call: none in this stretch yet
         while self.done < last and self.racing:
@@ -239,6 +249,14 @@ class Race:
             if until is not None and not (need and need <= last):
                 break  # this stretch cannot decide it: the rounds are worth more to what comes next
         self.decision.pop("trailing", None)
+        return self.decision
+
+    def _refused(self) -> Decision:
+        """The standing decision, saying why no round runs (:meth:`run`)."""
+        why = f"the look after round {self.spent} spent what was left of the error rate: no round runs after it"
+        if self.decision.get("looks_closed") != why:
+            self.log(f"  race: {why}")
+        self.decision["looks_closed"] = why
         return self.decision
 
     def next_round_processes(self) -> int:
@@ -387,6 +405,11 @@ class Race:
         if not self.looked or self.looked[-1] != self.done:
             self.looked.append(self.done)
         taken = stats.Looks(tuple(self.looked), self.rounds, final or self.done >= self.rounds)
+        if self.spent is not None and self.done > self.spent:
+            raise RuntimeError(f"a look after round {self.done}, though the look after round {self.spent} spent "
+                               "what was left of the error rate (Race.run refuses such rounds)")
+        if taken.final:
+            self.spent = self.done
         decision: Decision = weigh(self.records, self.scoring, looks=taken, tie_margin=self.tie_margin)
         decision["rounds_done"] = self.done
         decision["racing"] = [c.key() for c in self.racing]

@@ -49,13 +49,15 @@ leader among several candidates, so each interval is taken at a higher confidenc
 of them hold at the stated one together (repeated confidence intervals, Jennison and Turnbull):
 the error rate is shared among the candidates that start the race (Bonferroni; one dropped later
 keeps its share) and spent over the looks by a Pocock-type function with boundaries computed from
-the looks' correlation (:func:`look_confidence`); the race's last look, where its rounds or a
-``--budget`` end it, spends what is left. Until 2026-12-03 it was Bonferroni over the planned
-looks as well, which kept the share of looks that a budget never let run (the zoo's BERT server:
-1.09x (1.01x-1.17x) after 6 of 18 rounds, each interval at 99.7 %, undecided). tests/test_stats.py
+the looks' correlation, for the t statistics at each look's degrees of freedom
+(:func:`look_confidence`, tuner/decide/boundaries.py); the race's last look, where its rounds or
+a ``--budget`` end it, spends what is left, and no round runs after it. Until 2026-12-03 it was
+Bonferroni over the planned looks as well, which kept the share of looks that a budget never let
+run (the zoo's BERT server: 1.09x (1.01x-1.17x) after 6 of 18 rounds, each interval at 99.7 %,
+undecided). tests/test_stats.py
 measures the error rates on simulated processes of known spread, with and without a budget that
 cuts the race short, with heavy tails and an outlier process, and where compiling saves exactly
-nothing.
+nothing; each rate two-sided, against its nominal value where the race's rate has one.
 """
 from __future__ import annotations
 
@@ -205,6 +207,26 @@ def _block(s: Sample) -> tuple[str, object]:
     return ("process", s.process) if s.process is not None else ("round", s.round)
 
 
+def look_dfs(samples: Sequence[Sample], looks: Iterable[int]) -> tuple[int, ...]:
+    """The degrees of freedom :func:`fit` leaves over the ``samples`` a look after each of
+    ``looks`` rounds had (those of rounds 0 to n - 1): the samples less the candidates and the
+    blocks, plus one, the model's rank where each block shares a candidate with the rest (each
+    paired process holds eager, each unpaired round times it). What the looks' boundaries are
+    calibrated at (tuner/decide/looks.py).
+
+    >>> pairs = [Sample(k, r, 1.0 + 0.1 * i, f"p{i}") for i, r in enumerate([0, 0, 0, 1, 1, 1]) for k in "ec"]
+    >>> look_dfs(pairs, [1, 2])  # a paired t: its processes less one
+    (2, 5)
+    """
+    samples = [s for s in samples if s.step_s > 0 and math.isfinite(s.step_s)]
+    out = []
+    for n in looks:
+        seen = [s for s in samples if s.round < n]
+        rank = len({s.key for s in seen}) + len({_block(s) for s in seen}) - 1
+        out.append(max(0, len(seen) - rank) if seen else 0)
+    return tuple(out)
+
+
 # ----------------------------------------------------------------------------- totals and savings
 
 
@@ -279,12 +301,15 @@ def saving_of(contrast: Contrast, steps: int, base_step_s: float, base_step_se_l
         return Interval(est, -math.inf, math.inf, confidence)
     q = 0.5 + confidence / 2
     t_d = t_quantile(q, contrast.df)
-    below = gain - scale * (1 - math.exp(-(d - t_d * se_d)))
+    # A speedup's interval reaching far below 1x (a t quantile of hundreds at one degree of freedom
+    # and a look's confidence) loses more than any float holds: its end is -inf, not an overflow
+    # (seen at a 99.9 % rule in tests/test_stats.py).
+    below = gain - scale * (1 - _exp(-(d - t_d * se_d)))
     above = scale * (1 - math.exp(-(d + t_d * se_d))) - gain
     level = t_quantile(q, max(1, base_df)) * abs(gain) * base_step_se_log
     compile_half = _compile_half(cost, base_cost, q)
-    return Interval(est, est - math.sqrt(below ** 2 + level ** 2 + compile_half ** 2),
-                    est + math.sqrt(above ** 2 + level ** 2 + compile_half ** 2), confidence)
+    return Interval(est, est - math.hypot(below, level, compile_half), est + math.hypot(above, level, compile_half),
+                    confidence)
 
 
 def _compile_half(cost: Cost, base_cost: Cost | None, q: float) -> float:
@@ -394,7 +419,7 @@ def rounds_to_decide(interval: Interval, margin_s: float, rounds: int, df: int |
     if distance <= 0:
         return None
     if not df or df < FEWEST_DF_TO_PROJECT or rounds < 1:
-        return rounds * (half / distance) ** 2
+        return rounds * min(half / distance, 1e100) ** 2  # a half width past 1e154 s would overflow
     q = 0.5 + interval.confidence / 2
     now = t_quantile(q, df)
     for n in range(rounds + 1, FARTHEST_ROUND + 1):

@@ -132,11 +132,11 @@ def _delay_first_call(model, seconds: float, noise: float = COMPILE_NOISE) -> No
     """The model's next call sleeps ``seconds`` first, times ``1 + e`` with ``e`` this process's own
     draw, N(0, ``noise``) (a forward pre-hook that removes itself, so no later call pays for it): the
     trial's compile stage times that call as the compile."""
-    handle = None
+    handles: list = []
     took = seconds * max(0.0, 1.0 + random.SystemRandom().gauss(0.0, noise))
 
     def first_call(module, args):
-        handle.remove()
+        handles.pop().remove()
         time.sleep(took)
 
-    handle = model.register_forward_pre_hook(first_call)
+    handles.append(model.register_forward_pre_hook(first_call))

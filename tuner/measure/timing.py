@@ -185,7 +185,9 @@ def _no_garbage_collection():
     read 1.03-1.05x slower than itself under another name, and races of eager against eager said
     "compile" (benchmarks/real_races.py). Collected first, so no garbage of the stages before is
     left for the steps."""
-    was, pauses, began = gc.isenabled(), [], []
+    was = gc.isenabled()
+    pauses: list[float] = []
+    began: list[float] = []
     gc.collect()
 
     def note(phase: str, _info: dict) -> None:  # each collection's pause, where the collector is left on
