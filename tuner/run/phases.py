@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..core.config import TunedConfig
+from ..core.config import PLAIN_COMPILE, TunedConfig
 from ..core.durations import BUDGET_ATTR, PHASE_ATTR, budget_line, time_line
 from ..core.errors import TunerError
 from ..decide.confirm import CONFIRM_TIMING_SHARE
@@ -133,7 +133,9 @@ class Run(RaceSteps):
     def _announce(self) -> None:
         opts, space, log = self.opts, self.space, self.log
         self.study.set_user_attr("command", scrub(" ".join(opts.argv), self.storage) if opts.argv else "")
-        self.study.set_user_attr("space_configs", len(space.configs()))  # what "searched N of M" counts against
+        # what "searched N of M" counts against: plain compile is measured whether the space holds it or not
+        keys = {c.key() for c in space.configs()} | {PLAIN_COMPILE.key()}
+        self.study.set_user_attr("space_configs", len(keys))
         machines = f" on {opts.nnodes} machines" if opts.nnodes > 1 else ""
         ranks = f"{opts.world} ranks{machines} ({opts.data_parallel}) x " if opts.world > 1 else ""
         log(f"compile-tune: {self.workload.name} ({opts.task}) on {self.device}, {ranks}{self.threads} thread(s); "
