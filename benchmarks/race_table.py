@@ -440,6 +440,10 @@ def table(rows: list[dict]) -> str:
     if seen:
         lines.append(f"| plain compile under another name (three sides) over eager, against plain compile (two sides), "
                      f"log ratio | {seen[2]} | {seen[0]:+.4f} (se {seen[1]:.4f}) | | 0 |")
+    level = level_bias(rows)
+    if level:
+        lines.append(f"| eager's level as the decision pools it (alone and beside each config) over eager alone, log "
+                     f"ratio | {level[2]} | {level[0]:+.4f} (se {level[1]:.4f}) | | 0 |")
     return "\n".join(lines + [""] + block_lines(rows))
 
 
@@ -500,6 +504,22 @@ def interference(rows: list[dict]) -> tuple[float, float, int] | None:
         c = (row.get("final") or {}).get("candidates") or {}
         if (c.get(ALIAS) or {}).get("speedup") and (c.get(PLAIN) or {}).get("speedup"):
             logs.append(math.log(c[ALIAS]["speedup"] / c[PLAIN]["speedup"]))
+    if len(logs) < 2:
+        return None
+    return statistics.fmean(logs), statistics.stdev(logs) / math.sqrt(len(logs)), len(logs)
+
+
+def level_bias(rows: list[dict]) -> tuple[float, float, int] | None:
+    """``(mean, se, races)`` of ``log(eager's level as the decision pools it / eager alone's)``, the
+    stand-ins' slowing of eager's side taken out: the decision pools eager's side of each paired
+    process with its processes alone (tuner/decide/evidence.py), and a saving is scaled by that
+    level, while a user's eager runs alone. Its truth is 0 where eager beside a config runs as alone."""
+    logs = []
+    for row in rows:
+        final = row.get("final") or {}
+        alone = final.get("eager_alone") or []
+        if final.get("eager_step_s") and alone:
+            logs.append(math.log(final["eager_step_s"] / (statistics.fmean(alone) * eager_level_factor(final, row))))
     if len(logs) < 2:
         return None
     return statistics.fmean(logs), statistics.stdev(logs) / math.sqrt(len(logs)), len(logs)

@@ -186,3 +186,12 @@ def test_the_table_is_headed_by_where_it_was_measured_and_states_each_rate():
     assert text.startswith("100 full-flow races") and "test CPU, 2 threads, torch 2.13.0+cpu, commit abc1234" in text
     assert '| false "compile": the A/A candidate, any answer written | 100 | 1 (1.0%) |' in text
     assert "0: 0/10" in text and "spread of the block rates" in text
+
+
+def test_eagers_pooled_level_is_set_against_eager_alone_with_the_stand_ins_slowing_taken_out():
+    # alone 1 ms twice; beside the fast stand-in (10 % slowed) 6 processes: pooled 1.06 ms is no bias
+    rows = [row(race=i, final=decision(candidates={FAST: cand(paired=6)}, eager_alone=(0.001, 0.001),
+                                      eager_step_s=0.001 * (2 + 6 * 1.1) / 8 * (1.05 if i == 2 else 1.0)))
+            for i in range(3)]
+    mean, se, n = rt.level_bias(rows)  # one race pools eager 5 % above its truth, two exactly at it
+    assert n == 3 and 0.015 < mean < 0.018 and se > 0

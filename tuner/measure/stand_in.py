@@ -25,6 +25,11 @@ interference of a compiled model stepped beside eager (docs/benchmarks.md: eager
 slower beside a compiled small model): the races of plain compile under another name, real code on
 both sides, are the check on that.
 
+The spin slows the forward, not the rest of a step (no_grad, the call path, the clock reads around
+it: 5-12 % of a tiny convnet's 165 us step, measured on this VM), so over a whole step a side
+slowed by F runs ``1 + (F - 1) x share`` times as long, ``share`` the forward's part of the step;
+benchmarks/full_races.py measures it per workload and benchmarks/race_table.py states the truth so.
+
 Spinning rather than sleeping: a sleep's wake-up overshoots by tens of microseconds. The wrapper's
 own call and clock reads cost a fraction of a microsecond; :func:`_overhead` measures them once per
 process and the spin's deadline is that much earlier, so the wrapped side's truth holds to a
