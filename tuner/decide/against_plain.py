@@ -36,6 +36,7 @@ from typing import Any
 
 from ..core.config import PLAIN_COMPILE
 from . import stats
+from .records import Record
 
 #: ``stats.zone``'s names, as a comparison with plain compile says them.
 ZONES = {"compile": "beats", "tie": "ties", "slower": "slower"}
@@ -115,3 +116,17 @@ def _unbounded(i: stats.Interval) -> stats.Interval:
 
 def _finite(i: stats.Interval) -> list[float | None]:
     return [v if math.isfinite(v) else None for v in (i.low, i.high)]
+
+
+def beside_plain(ok: list[Record], own_rounds: int) -> dict[str, stats.Contrast]:
+    """``log(plain / key)`` of each candidate whose processes stepped plain compile beside it over
+    ``own_rounds`` rounds or more (``evidence.OWN_ROUNDS``): its own paired fit, plain compile's
+    level cancelling in each process (the module's text)."""
+    plain = PLAIN_COMPILE.key()
+    out = {}
+    for r in ok:
+        if r.key != plain and r.rival_rounds >= own_rounds:
+            model = stats.fit(r.rival_samples(plain))
+            if model.df >= 1:
+                out[r.key] = model.contrast(plain, r.key)
+    return out

@@ -17,7 +17,7 @@ from typing import Any
 from ..core.config import EAGER, PLAIN_COMPILE
 from ..core.score import Scoring
 from . import stats
-from .against_plain import AgainstPlain
+from .against_plain import AgainstPlain, beside_plain
 from .records import AS_STARTED, CROWDED, Record  # noqa: F401 - the race reads them here
 
 #: The machine was busy when more than this share of the processes were crowded.
@@ -179,7 +179,7 @@ def _figures(records: dict[str, Record], ok: list[Record], scoring: Scoring, loo
     if any(r.key == PLAIN_COMPILE.key() for r in ok):
         plain = AgainstPlain.weigh(contrasts, costs, levels, {r.key: r.config.describe() for r in ok},
                                    {r.key for r in ok if r.rounds >= OWN_ROUNDS}, scoring.steps, e_step, se_log,
-                                   len(e_steps) - 1, tie_margin, direct=_beside_plain(ok))
+                                   len(e_steps) - 1, tie_margin, direct=beside_plain(ok, OWN_ROUNDS))
         for key, row in plain.rows.items():
             summaries[key]["against_plain"] = row
     return _Figures(records, scoring, model, models, levels, costs, speedups, savings, summaries, e_step, se_log,
@@ -195,20 +195,6 @@ def _unadjusted(contrast: stats.Contrast, steps: int, e_step: float, se_log: flo
     saving = stats.saving_of(contrast, steps, e_step, se_log, cost, STATED, base_df=base_df)
     return {"confidence": STATED, "log_speedup": contrast.d, "se_log": contrast.se, "df": contrast.df,
             "speedup_interval": _finite(speedup), "saving_interval_s": _finite(saving)}
-
-
-def _beside_plain(ok: list[Record]) -> dict[str, stats.Contrast]:
-    """``log(plain / key)`` of each candidate whose processes stepped plain compile beside it over
-    :data:`OWN_ROUNDS` rounds or more: its own paired fit, plain compile's level cancelling in each
-    process (tuner/decide/against_plain.py)."""
-    plain = PLAIN_COMPILE.key()
-    out = {}
-    for r in ok:
-        if r.key != plain and r.rival_rounds >= OWN_ROUNDS:
-            model = stats.fit(r.rival_samples(plain))
-            if model.df >= 1:
-                out[r.key] = model.contrast(plain, r.key)
-    return out
 
 
 def _look_confidence(looks: stats.Looks, record: Record, samples: list[stats.Sample], confidence: float,
