@@ -234,7 +234,7 @@ def _eager_baseline(study) -> dict[str, Any] | None:
 def open_race(study, scoring: Scoring, tuner: Tuner, k: int, rounds: int, log=print,
               round_fits: Callable[[int, int | None], bool] | None = None, tie_margin: float = stats.TIE_MARGIN,
               on_look: Callable[[dict], None] | None = None,
-              started: Callable[[Race], None] | None = None) -> Race | None:
+              started: Callable[[Race], None] | None = None, yield_after: int | None = None) -> Race | None:
     """Race eager against plain compile right after the baselines, until a look decides: the run's
     first answer, minutes in, before the search. The opening ends sooner where its last look
     estimates that the race's rounds cannot decide it (tuner/decide/stats.py's
@@ -244,7 +244,10 @@ def open_race(study, scoring: Scoring, tuner: Tuner, k: int, rounds: int, log=pr
     and the race ran out of budget undecided, where its other run raced on and called the tie at
     round 8. None where there is no race to run (``--confirm 0``, ``--confirm-rounds 0``, plain
     compile failed its trial or cannot win: :func:`could_win`). ``started(race)`` is told the race
-    before its first round."""
+    before its first round. ``yield_after``: the opening ends after that many rounds, decided or
+    not, where the race's candidates carry plain compile in their processes (``Race.rides``): the
+    search's candidates then decide it as they race (the zoo's Llama training, --budget 10m,
+    2026-12-07: an opening of three 134 s rounds to call a 1.02x, and nothing searched)."""
     plain = _baseline(study, ROLE_PLAIN)
     if (k <= 0 or rounds <= 0 or plain is None or plain.user_attrs.get("status") != "ok"
             or not could_win(plain.user_attrs, scoring)):  # its compile outweighs any step it could save
@@ -255,10 +258,12 @@ def open_race(study, scoring: Scoring, tuner: Tuner, k: int, rounds: int, log=pr
     race.take_eager_baseline(_eager_baseline(study))
     if started is not None:  # the run sees its race from its first look on (what follows an answer is priced from it)
         started(race)
-    log("racing eager against plain torch.compile in fresh processes, round by round until a look decides "
-        "(the search follows and its finalists join the race) ...")
+    until = (f"for {yield_after} rounds (then the search's candidates join, plain torch.compile stepped in their "
+             "processes)") if yield_after and race.beside_plain else \
+        "until a look decides (the search follows and its finalists join the race)"
+    log(f"racing eager against plain torch.compile in fresh processes, round by round {until} ...")
     try:
-        race.run(round_fits, until=rounds)
+        race.run(round_fits, until=yield_after if yield_after and race.beside_plain else rounds)
     except Exception as exc:  # noqa: BLE001 - the search goes on; confirmation tries a race of its own
         log(f"  the race failed ({type(exc).__name__}: {exc}".splitlines()[0][:300] + "); the search goes on")
         return None

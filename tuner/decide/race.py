@@ -274,10 +274,29 @@ class Race:
         take 11 % off the variance of the difference): the joiner's own processes are what it needs."""
         if key != PLAIN_COMPILE.key() or len(self.racing) < 2 or self.per_round <= 1:
             return self.per_round
+        if self.rides():
+            return 0
         plain = next((c for c in self.decision.get("candidates") or [] if c.get("config") == PLAIN_COMPILE.to_dict()),
                      None)
         decided = plain and plain.get("zone") and self.done - self.records[key].joined >= MIN_ROUNDS
         return 1 if decided else self.per_round
+
+    def rides(self, joining: bool = False) -> bool:
+        """Whether plain compile rides in the next round's processes of the candidates beyond it
+        instead of running its own: each of them steps plain compile as a third side beside eager
+        (:attr:`beside_plain`), so each is a paired sample of plain compile against eager as well
+        (tuner/decide/evidence.py). Only after plain compile's own first :data:`MIN_ROUNDS` rounds
+        (its own spread, its cold compiles), and only while a racing candidate's last process held
+        the rival (one past Dynamo's recompile limit leaves it out). On the zoo's Llama training
+        (--budget 10m, 2026-12-07, 1.1 s steps) a round of plain compile's own three processes
+        beside a candidate's three took about 134 s more, and no search trial fitted at all.
+        ``joining``: as if a candidate that will hold it joins (the budget's price of a joiner)."""
+        plain = self.records.get(PLAIN_COMPILE.key())
+        if not (self.paired and self.beside_plain and self.per_round > 1 and plain is not None
+                and self._plain_steps() and self.done - plain.joined >= MIN_ROUNDS):
+            return False
+        return joining or any(not self.records[c.key()].rival or self.records[c.key()].rival[-1]
+                              for c in self.racing if c.key() != PLAIN_COMPILE.key())
 
     def joiner_processes(self) -> tuple[int, int]:
         """``(cold, warm)``: the processes a candidate joining after its search trial (one of its
@@ -285,7 +304,8 @@ class Race:
         rounds): what the ``--budget`` keeps for it before a search trial starts."""
         own = self.per_round * MIN_ROUNDS - 1
         cold = COLD_COMPILES - 1
-        others = sum(self._processes_of(c.key()) for c in self.racing) * MIN_ROUNDS
+        others = sum(0 if c.key() == PLAIN_COMPILE.key() and self.rides(joining=True) else self._processes_of(c.key())
+                     for c in self.racing) * MIN_ROUNDS
         alone = sum(round_processes(0, self.heap_apart, self.paired, alone=self._times_eager_alone(r))
                     for r in range(self.done, self.done + MIN_ROUNDS))
         return cold, own - cold + others + alone

@@ -115,6 +115,18 @@ class Record:
                 out += [stats.Sample(rival_key, rnd, r, process), stats.Sample(self.key, rnd, s, process)]
         return out
 
+    def ride_samples(self, eager_key: str, rival_key: str) -> list[stats.Sample]:
+        """The same processes as samples of plain compile against eager: eager's side and the rival's,
+        paired in each process (plain compile rode in it; tuner/decide/evidence.py)."""
+        if not self.paired:
+            return []
+        out = []
+        for i, ((rnd, _), e, r) in enumerate(zip(self.steps, self.beside, self.rival)):
+            if r:
+                process = f"{self.key}#{i}"
+                out += [stats.Sample(eager_key, rnd, e, process), stats.Sample(rival_key, rnd, r, process)]
+        return out
+
     @property
     def rival_rounds(self) -> int:
         """The rounds with a process that stepped plain compile beside this config."""

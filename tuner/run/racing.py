@@ -13,7 +13,7 @@ from typing import Any
 from ..core.config import TunedConfig
 from ..core.durations import BUDGET_RAN_OUT, format_duration
 from ..decide.confirm import confirm_finalists, join_searched, open_race
-from ..decide.race import Race
+from ..decide.race import MIN_ROUNDS, Race
 from ..decide.search import Tuner
 from ..decide.verdict import SKIPPED_ATTR
 from ..space.search_space import SearchSpace
@@ -57,7 +57,8 @@ class RaceSteps:
             self.race = open_race(self.study, self.run.scoring, self.tuner, opts.confirm, opts.confirm_rounds,
                                   self.log, round_fits=clock.round_fits if clock.bounded else None,
                                   tie_margin=opts.tie_margin, on_look=self._answer_so_far,
-                                  started=lambda race: setattr(self, "race", race))
+                                  started=lambda race: setattr(self, "race", race),
+                                  yield_after=MIN_ROUNDS if clock.bounded and self._search_left() else None)
 
     def _race_between(self) -> None:
         """After each search trial: the config it measured joins the race at once, its trial one
@@ -84,11 +85,20 @@ class RaceSteps:
                 self.race = None
 
     def _search_trial_fits(self) -> bool:
-        """Whether a search trial and what must follow it fit: where the race has an answer, its
-        trial's config joining the race (priced from the race's state), else the worst case."""
+        """Whether a search trial and what must follow it fit: where the race has an answer, or its
+        candidates carry plain compile in their processes (``Race.rides``: a joiner's rounds then
+        decide plain compile too), its trial's config joining the race (priced from the race's
+        state), else the worst case."""
         race = self.race
-        joiner = race.joiner_processes() if race is not None and race.answer else None
+        joiner = race.joiner_processes() if race is not None and (race.answer or race.rides(joining=True)) else None
         return self.clock.search_trial_fits(joiner)
+
+    def _search_left(self) -> int:
+        """Configs the search may still measure: unmeasured ones of the space, up to ``--trials``."""
+        if self.run.exhausted or self.searched:
+            return 0
+        unmeasured = {c.key() for c in self.space.configs()} - set(self.tuner.measured_by_key())
+        return min(max(0, self.opts.trials - self.tuner.search_done()), len(unmeasured))
 
     def _answer_so_far(self, decision: dict) -> None:
         """A look decided: best_config.yaml and the reports now hold this answer, whatever stops
@@ -118,9 +128,8 @@ class RaceSteps:
         2026-12-05): the opening decided 2 minutes in and the line said "searching 7 more
         config(s)", but no search trial and the round that would confirm it fitted in the 4
         minutes left, and none ran."""
-        unmeasured = {c.key() for c in self.space.configs()} - set(self.tuner.measured_by_key())
-        left = min(max(0, self.opts.trials - self.tuner.search_done()), len(unmeasured))
-        if left and not (self.run.exhausted or self.searched):
+        left = self._search_left()
+        if left:
             if self.clock.bounded and not self._search_trial_fits():
                 return (f"{left} config(s) left unsearched: a search trial and the race round that would confirm "
                         f"it do not fit in the {format_duration(max(0.0, self.clock.left()))} left of the --budget")

@@ -1,0 +1,96 @@
+"""Plain compile riding in the candidates' processes (tuner/decide/race.py ``Race.rides``,
+tuner/decide/evidence.py ``_rides``): once candidates beyond plain compile race, each of their
+processes steps plain compile beside eager, so plain compile runs no processes of its own and is
+decided on theirs. Processes are simulated with known speedups, as tests/test_race.py does;
+tests/test_rival.py steps three sides in real processes."""
+import random
+
+from tests.test_race import TUNED, beside_plain, race
+from tuner.core.config import PLAIN_COMPILE
+from tuner.decide.race import MIN_ROUNDS, PAIRED_PER_ROUND
+
+
+def plain_of(decision: dict) -> dict:
+    return next(c for c in decision["candidates"] if c["config"] == PLAIN_COMPILE.to_dict())
+
+
+def opened(speedups: dict[str, float], seed: int = 0, **kw):
+    """A race beside plain compile after its opening's first look (MIN_ROUNDS rounds)."""
+    r = race(beside_plain(speedups, seed=seed, **kw), per_round=PAIRED_PER_ROUND, beside_plain=True)
+    r.join([PLAIN_COMPILE], cold={PLAIN_COMPILE.key(): 30.0})
+    r.run(until=MIN_ROUNDS)
+    return r
+
+
+def test_once_a_candidate_races_plain_compile_runs_no_process_of_its_own_and_gains_every_one_of_its():
+    speedups = {PLAIN_COMPILE.key(): 1.02, TUNED.key(): 1.02 * 1.10}
+    r = opened(speedups)
+    own = len(r.records[PLAIN_COMPILE.key()].steps)
+    before = r.decision
+    r.join([TUNED])
+    # the candidate's three: no eager alone after round 2
+    assert r.rides() and r.next_round_processes() == PAIRED_PER_ROUND
+    d = r.run(until=r.done + MIN_ROUNDS)
+    assert len(r.records[PLAIN_COMPILE.key()].steps) == own  # none of its own
+    plain = plain_of(d)
+    assert plain["rode_in"] == PAIRED_PER_ROUND * MIN_ROUNDS
+    assert d["spread_df"] >= before["spread_df"]
+    # its interval against eager narrows with the rides (more processes, more degrees of freedom)
+    lo0, hi0 = plain_of(before)["speedup_interval"]
+    lo1, hi1 = plain["speedup_interval"]
+    assert hi1 / lo1 < hi0 / lo0
+
+
+def test_the_rides_leave_plain_compiles_estimate_where_the_truth_is():
+    # plain compile 1.02x of eager, processes 10 % apart: its estimate from its own processes and
+    # the rides stays within its interval of the truth over several seeds
+    speedups = {PLAIN_COMPILE.key(): 1.02, TUNED.key(): 1.02 * 1.10}
+    misses = 0
+    for seed in range(10):
+        r = opened(speedups, seed=seed)
+        r.join([TUNED])
+        lo, hi = plain_of(r.run(until=r.done + 3))["speedup_interval"]
+        misses += not lo <= 1.02 <= hi
+    assert misses <= 1
+
+
+def test_a_candidate_whose_processes_leave_the_rival_out_gives_plain_compile_its_own_processes_back():
+    speedups = {PLAIN_COMPILE.key(): 1.3, TUNED.key(): 1.3}
+    rng = random.Random(0)
+
+    def without_rival(cfg, label, round_=0, heap=None, reuse_cache=False, timing="alone", rival=None):
+        step = 0.01 * rng.lognormvariate(0, 0.05)
+        result = {"status": "ok", "peak_memory_mb": 1.0, "timing": timing}
+        if not cfg.compiles:
+            return {**result, "step_s": step}
+        return {**result, "step_s": step / speedups[cfg.key()], "compile_time_s": 30.0, "eager_step_s": step,
+                "rival_left_out": "the config hit Dynamo's recompile limit"}
+
+    r = race(without_rival, per_round=PAIRED_PER_ROUND, beside_plain=True)
+    r.join([PLAIN_COMPILE], cold={PLAIN_COMPILE.key(): 30.0})
+    r.run(until=MIN_ROUNDS)
+    r.join([TUNED])
+    assert r.rides()  # nothing says yet that its processes cannot hold plain compile
+    r.run(until=r.done + 1)
+    assert not r.rides() and r.next_round_processes() > PAIRED_PER_ROUND
+
+
+def test_a_joiner_is_priced_without_plain_compiles_processes_where_it_will_carry_them():
+    speedups = {PLAIN_COMPILE.key(): 1.3, TUNED.key(): 1.3}
+    carried = opened(speedups)
+    alone = race(beside_plain(speedups), per_round=PAIRED_PER_ROUND)  # no rival: plain compile runs its own
+    alone.join([PLAIN_COMPILE], cold={PLAIN_COMPILE.key(): 30.0})
+    alone.run(until=MIN_ROUNDS)
+    cold, warm = carried.joiner_processes()
+    assert (cold, warm) == (1, PAIRED_PER_ROUND * MIN_ROUNDS - 2)
+    assert sum(alone.joiner_processes()) > cold + warm
+
+
+def test_plain_compile_runs_its_own_first_rounds_before_it_rides():
+    r = race(beside_plain({PLAIN_COMPILE.key(): 1.3, TUNED.key(): 1.3}), per_round=PAIRED_PER_ROUND,
+             beside_plain=True)
+    r.join([PLAIN_COMPILE], cold={PLAIN_COMPILE.key(): 30.0})
+    r.run(until=1)
+    r.join([TUNED])
+    assert not r.rides(joining=True) and r.rides() is False
+    assert r.next_round_processes() >= 2 * PAIRED_PER_ROUND
