@@ -52,42 +52,42 @@ def run_on_fake_clock(tmp_path, workloads, spaces, monkeypatch, budget_s, speedu
 
 
 def test_a_budget_cuts_the_search_and_the_confirmation_and_says_so(tmp_path, workloads, spaces, monkeypatch):
-    # Baselines take 20 s. The race opens at once: its look at round 2 says a 2 % lead measured at
-    # +-30 % needs far more rounds than the race has, so the search starts. Its first trial's config
-    # joins the race at once (that trial one of its processes) and the race takes a round; the
-    # opening decided nothing, so the search leaves the worst case's reserve and half the budget to
-    # the race: no second trial fits. The joiner is dropped after its own two rounds (its comparison
-    # with plain compile needs more rounds than the race has) and plain compile races on alone until
-    # a round does not fit: 30 processes of 2.6 s, no look decided.
+    # Baselines take 20 s. The race opens at once and, under a --budget, yields to the search after
+    # its first look (round 2), which says a 2 % lead measured at +-30 % needs far more rounds than
+    # the race has. Each search trial's config joins the race at once (that trial one of its
+    # processes), priced by its own processes from that look on (plain compile rides in them), and
+    # the race takes a round after each: two trials fit. The joiners are dropped after their own two
+    # rounds (their comparison with plain compile needs more rounds than the race has) and plain
+    # compile races on alone until a round does not fit: 24 processes of 2.6 s, no look decided.
     result, best, study, lines = run_on_fake_clock(tmp_path, workloads, spaces, monkeypatch, 115.0)
     record = study.user_attrs[BUDGET_ATTR]
-    assert record["cut_short"] == {"search": "1 of 8 trials", "confirmation": "7 of 18 rounds"}
-    assert best["measured"]["confirmed"] is True and best["measured"]["confirm_cut_short"] == "7 of 18 rounds"
+    assert record["cut_short"] == {"search": "2 of 8 trials", "confirmation": "5 of 18 rounds"}
+    assert best["measured"]["confirmed"] is True and best["measured"]["confirm_cut_short"] == "5 of 18 rounds"
     assert best["verdict"] == "undecided"
     assert any(line.strip().startswith("whole/eager joins the race (round 3)") for line in lines), lines
-    note = "budget 1m 55s: used 1m 48s; cut short: search (1 of 8 trials), confirmation (7 of 18 rounds)"
+    note = "budget 1m 55s: used 1m 42s; cut short: search (2 of 8 trials), confirmation (5 of 18 rounds)"
     assert note in result.run.notes, result.run.notes
     phases = study.user_attrs[PHASE_ATTR]
-    assert phases["baselines"] == 20.0 and phases["search"] == 10.0
-    assert phases["confirmation"] == pytest.approx(30 * CONFIRM_WALL, abs=1e-3)
-    assert result.timing.startswith("time: baselines 20 s, search 10 s, confirmation 1m 18s"), result.timing
-    assert "total 1m 48s" in result.timing, result.timing
+    assert phases["baselines"] == 20.0 and phases["search"] == 20.0
+    assert phases["confirmation"] == pytest.approx(24 * CONFIRM_WALL, abs=1e-3)
+    assert result.timing.startswith("time: baselines 20 s, search 20 s, confirmation 1m 02s"), result.timing
+    assert "total 1m 42s" in result.timing, result.timing
     report = (tmp_path / "out" / "report.md").read_text()
-    assert "Where the run's time went" in report and "cut short: search (1 of 8 trials)" in report
-    assert "Confirmation was cut short by the --budget (7 of 18 rounds)" in report
+    assert "Where the run's time went" in report and "cut short: search (2 of 8 trials)" in report
+    assert "Confirmation was cut short by the --budget (5 of 18 rounds)" in report
 
 
 @pytest.mark.parametrize("budget_s, follows", [
-    (85.0, "8 config(s) left unsearched: a search trial and the race round that would confirm it do not fit in "
-          "the 42 s left of the --budget"),
+    (70.0, "8 config(s) left unsearched: a search trial and the race round that would confirm it do not fit in "
+          "the 27 s left of the --budget"),
     (600.0, "searching up to 8 more config(s)")])
 def test_the_first_answer_says_whether_the_search_still_fits(tmp_path, workloads, spaces, monkeypatch, budget_s,
                                                              follows):
     # A 2x lead measured at +-1 %: the opening's look at round 2 decides, 43 s in (baselines 20 s,
     # two rounds of 5 processes, the first round's eager alone being eager's baseline trial). Under
-    # 85 s a search trial (10 s) and the reserve after it (a cold round of plain compile and two
-    # finalists, 11 processes, 20 % over, and the outputs: 39 s) do not fit in the 42 s left: the
-    # line must not promise a search that will not run.
+    # 70 s a search trial (10 s) and what its config then runs until its first look (its five more
+    # processes, plain compile riding in them, 20 % over, and the outputs: 31 s) do not fit in the
+    # 27 s left: the line must not promise a search that will not run.
     result, best, study, lines = run_on_fake_clock(tmp_path, workloads, spaces, monkeypatch, budget_s, speedup=2.0,
                                                    spread=0.01)
     first = next((line for line in lines if line.startswith("so far: compile with")), "\n".join(lines))

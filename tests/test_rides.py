@@ -94,3 +94,22 @@ def test_plain_compile_runs_its_own_first_rounds_before_it_rides():
     r.join([TUNED])
     assert not r.rides(joining=True) and r.rides() is False
     assert r.next_round_processes() >= 2 * PAIRED_PER_ROUND
+
+
+def test_a_candidate_whose_compile_is_within_the_margin_compiles_cold_once():
+    from tuner.core.score import Scoring
+    from tuner.decide.race import COLD_COMPILES, Race
+
+    speedups = {PLAIN_COMPILE.key(): 1.3, TUNED.key(): 1.3}
+    for steps, colds in ((100_000, COLD_COMPILES), (10_000_000, 1)):  # 30 s of 1,000 s or of 100,000 s
+        r = Race(Scoring(steps=steps, eager_step_s=0.01), beside_plain(speedups), rounds=12, heap_apart=False,
+                 paired=True, log=lambda line: None, per_round=PAIRED_PER_ROUND, beside_plain=True)
+        r.join([PLAIN_COMPILE], cold={PLAIN_COMPILE.key(): 30.0})
+        r.run(until=MIN_ROUNDS)
+        assert r.joiner_processes()[0] == colds - 1
+        r.join([TUNED])
+        joined = r.done
+        while r.done < joined + MIN_ROUNDS:
+            r.run(until=r.done + 1)
+        assert len(r.cold_rounds[TUNED.key()]) == colds
+        assert len(r.cold_rounds[PLAIN_COMPILE.key()]) == COLD_COMPILES  # the yardstick keeps its own

@@ -303,7 +303,7 @@ class Race:
         own, cold) runs, with the rest of the race, until its first look (:data:`MIN_ROUNDS`
         rounds): what the ``--budget`` keeps for it before a search trial starts."""
         own = self.per_round * MIN_ROUNDS - 1
-        cold = COLD_COMPILES - 1
+        cold = self._cold_compiles("a joiner") - 1
         others = sum(0 if c.key() == PLAIN_COMPILE.key() and self.rides(joining=True) else self._processes_of(c.key())
                      for c in self.racing) * MIN_ROUNDS
         alone = sum(round_processes(0, self.heap_apart, self.paired, alone=self._times_eager_alone(r))
@@ -397,7 +397,7 @@ class Race:
                 if self.paired:
                     kwargs["timing"] = "beside"
                 colds = self.cold_rounds.setdefault(rec.key, [])
-                cold = len(colds) < COLD_COMPILES and r not in colds
+                cold = len(colds) < self._cold_compiles(rec.key) and r not in colds
                 kwargs["reuse_cache"] = not cold
                 if cold:
                     colds.append(r)
@@ -407,6 +407,21 @@ class Race:
         self.ran = len(plan)
         self.walls.append(time.monotonic() - started)
         self.done += 1
+
+    def _cold_compiles(self, key: str) -> int:
+        """The cold compiles a candidate is measured with: :data:`COLD_COMPILES`, or one (its search
+        trial's) for a candidate beyond plain compile whose cold compile, or plain compile's before
+        it is measured, costs less than the tie margin of eager's total. Its compile's spread is
+        then pooled from the others' (``stats.compile_costs``), and the whole compile is within the
+        margin, so no second sample of it can move a decision; a cold process of a model whose step
+        takes a second costs a minute (the zoo's Llama training: 46 s of a 10,000-step total of
+        11,361 s)."""
+        if key == PLAIN_COMPILE.key():
+            return COLD_COMPILES
+        own, plain = self.records.get(key), self.records.get(PLAIN_COMPILE.key())
+        first = (own.cold if own and own.cold else plain.cold if plain and plain.cold else [None])[0]
+        small = first is not None and first < self.tie_margin * self.scoring.steps * self.scoring.eager_step_s
+        return 1 if small else COLD_COMPILES
 
     def _plain_steps(self) -> bool:
         """Whether plain compile ran cleanly in this race: a rival that fails is no yardstick."""

@@ -80,18 +80,46 @@ class RaceSteps:
                 while race.undecided_beyond_plain() >= max(1, self.opts.confirm) and race.promising():
                     race.run(fits, until=race.done + 1)
             except Exception as exc:  # noqa: BLE001 - the search goes on; confirmation races after it
-                self.log(f"  the race failed ({type(exc).__name__}: {exc}".splitlines()[0][:300]
-                         + "); the search goes on")
-                self.race = None
+                self._race_failed(exc)
 
     def _search_trial_fits(self) -> bool:
         """Whether a search trial and what must follow it fit: where the race has an answer, or its
         candidates carry plain compile in their processes (``Race.rides``: a joiner's rounds then
         decide plain compile too), its trial's config joining the race (priced from the race's
         state), else the worst case."""
+        while not self._trial_fits_now():
+            if not self._race_to_make_room():
+                return False
+        return True
+
+    def _trial_fits_now(self) -> bool:
+        """:meth:`_search_trial_fits` as the race stands, without running a round."""
         race = self.race
         joiner = race.joiner_processes() if race is not None and (race.answer or race.rides(joining=True)) else None
         return self.clock.search_trial_fits(joiner)
+
+    def _race_to_make_room(self) -> bool:
+        """One more round of the race, where a search trial does not fit beside what the candidates
+        racing still need: a round that decides them (or drops them) frees their processes from
+        the next trial's price. Seen on the zoo's T5-small (--budget 8m, 2026-12-07): the search
+        stopped while its first candidate raced, "10 config(s) left unsearched ... do not fit in
+        the 3m 42s left"; a round later the race had decided it and 2m 35s were left unused.
+        Whether a round ran."""
+        race, clock = self.race, self.clock
+        if race is None or not race.promising() or self.run.interrupted:
+            return False
+        ran = race.done
+        with clock.aside("confirmation"):
+            try:
+                race.run(clock.round_fits if clock.bounded else None, until=race.done + 1)
+            except Exception as exc:  # noqa: BLE001 - the search goes on; confirmation races after it
+                self._race_failed(exc)
+                return False
+        return race.done > ran
+
+    def _race_failed(self, exc: Exception) -> None:
+        self.log(f"  the race failed ({type(exc).__name__}: {exc}".splitlines()[0][:300] + "); the search goes on")
+        self.race = None
 
     def _search_left(self) -> int:
         """Configs the search may still measure: unmeasured ones of the space, up to ``--trials``."""
@@ -130,7 +158,11 @@ class RaceSteps:
         minutes left, and none ran."""
         left = self._search_left()
         if left:
-            if self.clock.bounded and not self._search_trial_fits():
+            race = self.race
+            if self.clock.bounded and not self._trial_fits_now() and race is not None and race.promising():
+                return (f"racing on, then searching up to {left} more config(s) where a search trial and the race "
+                        "round that would confirm it fit beside what the candidates racing need")
+            if self.clock.bounded and not self._trial_fits_now():
                 return (f"{left} config(s) left unsearched: a search trial and the race round that would confirm "
                         f"it do not fit in the {format_duration(max(0.0, self.clock.left()))} left of the --budget")
             return f"searching up to {left} more config(s)"
