@@ -1,5 +1,5 @@
 """Plain compile riding in the candidates' processes (tuner/decide/race.py ``Race.rides``,
-tuner/decide/evidence.py ``_rides``): once candidates beyond plain compile race, each of their
+tuner/decide/rides.py): once candidates beyond plain compile race, each of their
 processes steps plain compile beside eager, so plain compile runs no processes of its own and is
 decided on theirs. Processes are simulated with known speedups, as tests/test_race.py does;
 tests/test_rival.py steps three sides in real processes."""
@@ -33,7 +33,7 @@ def test_once_a_candidate_races_plain_compile_runs_no_process_of_its_own_and_gai
     d = r.run(until=r.done + MIN_ROUNDS)
     assert len(r.records[PLAIN_COMPILE.key()].steps) == own  # none of its own
     plain = plain_of(d)
-    assert plain["rode_in"] == PAIRED_PER_ROUND * MIN_ROUNDS
+    assert plain["rides"]["processes"] == PAIRED_PER_ROUND * MIN_ROUNDS and plain["rides"]["pooled"]
     assert d["spread_df"] >= before["spread_df"]
     # its interval against eager narrows with the rides (more processes, more degrees of freedom)
     lo0, hi0 = plain_of(before)["speedup_interval"]
@@ -113,3 +113,49 @@ def test_a_candidate_whose_compile_is_within_the_margin_compiles_cold_once():
             r.run(until=r.done + 1)
         assert len(r.cold_rounds[TUNED.key()]) == colds
         assert len(r.cold_rounds[PLAIN_COMPILE.key()]) == COLD_COMPILES  # the yardstick keeps its own
+
+
+def test_rides_that_shift_plain_compiles_ratio_are_left_out_and_the_decision_says_why():
+    # the third side makes plain compile read 10 % slower in the candidates' processes than in its
+    # own, processes 2 % apart once paired: the rides are not pooled
+    speedups = {PLAIN_COMPILE.key(): 1.3, TUNED.key(): 1.3}
+    rng = random.Random(0)
+
+    def shifted(cfg, label, round_=0, heap=None, reuse_cache=False, timing="alone", rival=None):
+        step = 0.01 * rng.lognormvariate(0, 0.10)
+        result = {"status": "ok", "peak_memory_mb": 1.0, "timing": timing}
+        if not cfg.compiles:
+            return {**result, "step_s": step}
+        result.update(step_s=step / speedups[cfg.key()] * rng.lognormvariate(0, 0.02), compile_time_s=30.0,
+                      eager_step_s=step * rng.lognormvariate(0, 0.02))
+        if rival is not None:
+            result.update(rival=rival.to_dict(),
+                          rival_step_mean_s=1.1 * step / speedups[rival.key()] * rng.lognormvariate(0, 0.02))
+        return result
+
+    r = race(shifted, per_round=PAIRED_PER_ROUND, beside_plain=True)
+    r.join([PLAIN_COMPILE], cold={PLAIN_COMPILE.key(): 30.0})
+    r.run(until=MIN_ROUNDS)
+    r.join([TUNED])
+    d = r.run(until=r.done + MIN_ROUNDS)
+    rides = plain_of(d)["rides"]
+    assert rides["pooled"] is False and "a third side shifts the ratio" in rides["why"]
+    low, high = rides["shift_interval"]
+    assert high < 1.0 and low < 1 / 1.1 < high  # the rides read it about 1.1x slower
+    lo, hi = plain_of(d)["speedup_interval"]
+    assert lo < 1.3 < hi  # its own processes alone: its truth
+
+
+def test_the_verdict_says_how_many_processes_plain_compile_rode_in_and_whether_they_were_pooled():
+    from tuner.core.config import EAGER, TunedConfig
+    from tuner.report import verdict_text
+
+    m = {"confirmed": True, "reason": "a tie within 2%", "total_time_s": 1000.0, "eager_step_time_ms": 10.0,
+         "confirm_rounds": 4, "plain_rides": {"processes": 6, "pooled": True},
+         "looks_closed": "the look after round 4 spent what was left of the error rate: no round runs after it"}
+    out = verdict_text(TunedConfig(EAGER, "stay_eager", m, {"device": "cpu", "threads": 2}), "b.yaml")
+    assert "6 candidate process(es) stepped it beside eager" in out and "pooled with its own processes" in out
+    assert "No round ran after it: the look after round 4 spent" in " ".join(out.split())
+    m["plain_rides"] = {"processes": 6, "pooled": False, "why": "a third side shifts the ratio"}
+    out = verdict_text(TunedConfig(EAGER, "stay_eager", m, {"device": "cpu", "threads": 2}), "b.yaml")
+    assert "a third side shifts the ratio" in out

@@ -16,7 +16,7 @@ from typing import Any
 
 from ..core.config import EAGER, PLAIN_COMPILE
 from ..core.score import Scoring
-from . import stats
+from . import rides, stats
 from .against_plain import AgainstPlain, beside_plain
 from .records import AS_STARTED, CROWDED, Record  # noqa: F401 - the race reads them here
 
@@ -148,9 +148,10 @@ def _figures(records: dict[str, Record], ok: list[Record], scoring: Scoring, loo
     # its own fit is its own spread: a late finalist twice as noisy as plain compile no longer
     # borrows plain compile's many degrees of freedom and small spread (issue 57's review).
     samples = {r.key: r.samples(eager.key) if paired else pooled for r in ok}
-    rides = _rides(records, eager.key) if paired else []
-    if rides and PLAIN_COMPILE.key() in samples:
-        samples[PLAIN_COMPILE.key()] = samples[PLAIN_COMPILE.key()] + rides
+    ridden = None
+    if paired and PLAIN_COMPILE.key() in samples:
+        samples[PLAIN_COMPILE.key()], ridden = rides.pooled(samples[PLAIN_COMPILE.key()],
+                                                            rides.ride_samples(records, eager.key), eager.key)
     models = {r.key: stats.fit(samples[r.key]) for r in ok} if paired else {r.key: model for r in ok}
     contrasts = {r.key: models[r.key].contrast(eager.key, r.key) for r in ok}
     # every candidate that joined keeps its share of the error rate, weighed now or not (one that
@@ -174,8 +175,8 @@ def _figures(records: dict[str, Record], ok: list[Record], scoring: Scoring, loo
             speedups[r.key], savings[r.key] = _no_interval(speedups[r.key]), _no_interval(savings[r.key])
     summaries = {r.key: _summary(r, speedups[r.key], savings[r.key], costs[r.key], e_step, scoring.steps)
                  for r in ok}
-    if rides and PLAIN_COMPILE.key() in summaries:
-        summaries[PLAIN_COMPILE.key()]["rode_in"] = len(rides) // 2
+    if ridden and PLAIN_COMPILE.key() in summaries:
+        summaries[PLAIN_COMPILE.key()]["rides"] = ridden
     for r in ok:
         if r.rounds >= OWN_ROUNDS:
             summaries[r.key]["unadjusted"] = _unadjusted(contrasts[r.key], scoring.steps, e_step, se_log, costs[r.key],
@@ -189,18 +190,6 @@ def _figures(records: dict[str, Record], ok: list[Record], scoring: Scoring, loo
             summaries[key]["against_plain"] = row
     return _Figures(records, scoring, model, models, levels, costs, speedups, savings, summaries, e_step, se_log,
                     tie_margin, len(e_steps) - 1, paired, plain)
-
-
-def _rides(records: dict[str, Record], eager_key: str) -> list[stats.Sample]:
-    """Plain compile against eager in the processes of the candidates beyond it, which step plain
-    compile as a third side (``Record.ride_samples``): each such process is a paired sample of
-    plain compile as much as one of its own, so once candidates race, plain compile rides in
-    their processes instead of running its own (tuner/decide/race.py: ``Race.rides``). Every
-    candidate's clean processes count, a dropped or later failed one's too: what they measured of
-    plain compile does not depend on the candidate's fate."""
-    plain = PLAIN_COMPILE.key()
-    return [s for r in records.values() if r.config.compiles and r.key != plain
-            for s in r.ride_samples(eager_key, plain)]
 
 
 def _unadjusted(contrast: stats.Contrast, steps: int, e_step: float, se_log: float, cost: stats.Cost,

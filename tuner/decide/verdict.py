@@ -11,7 +11,7 @@ import dataclasses
 import datetime
 from typing import Any
 
-from ..core.config import EAGER, CompileConfig, TunedConfig
+from ..core.config import EAGER, PLAIN_COMPILE, CompileConfig, TunedConfig
 from ..core.durations import BUDGET_RAN_OUT
 from ..core.score import Scoring, break_even_steps, knee, pareto_front
 from ..study import ROLE_EAGER, ROLE_PLAIN, measured_trials
@@ -286,12 +286,17 @@ def _race_facts(decision: dict, study) -> dict[str, Any]:
         facts["confirm_cut_short"] = decision["cut_short"]
     if decision.get("later_looks"):  # the answer is an earlier look's; the looks after it could not tell
         facts["later_looks"] = decision["later_looks"]
+    if decision.get("looks_closed"):  # a look spent the error rate: the race ran no round after it
+        facts["looks_closed"] = decision["looks_closed"]
     if decision.get("so_far"):  # a look of a race still running (or stopped there by Ctrl-C): the answer so far
         facts["so_far"] = True
     first = study.user_attrs.get("first_answer") or {}
     if first.get("elapsed_s") is not None:  # when the run's first decided answer was written
         facts["first_answer_s"] = first["elapsed_s"]
     facts["search"] = search_coverage(study, decision)
+    plain = next((c for c in decision.get("candidates") or [] if c.get("config") == PLAIN_COMPILE.to_dict()), {})
+    if plain.get("rides"):  # plain compile stepped in the candidates' processes (tuner/decide/rides.py)
+        facts["plain_rides"] = plain["rides"]
     beyond = decision.get("beyond_plain")
     if beyond:  # the best config beyond plain compile, against plain compile (tuner/decide/against_plain.py)
         facts["beyond_plain"] = {k: beyond.get(k) for k in ("config_label", "zone", "saving_s", "saving_interval_s",

@@ -50,6 +50,8 @@ def verdict(tuned, hardware_warning: str | None = None, failed: int | None = Non
                        "--budget); run the same command again to go on.")
     if m.get("later_looks"):
         v.sentence += f" The race's later looks could not tell ({text(m['later_looks'])}); this look's answer stands."
+    if m.get("looks_closed"):
+        v.sentence += f" No round ran after it: {text(m['looks_closed'])}."
     if m.get("confirmed") is False:
         why = text(m.get("unconfirmed_because")) or "no confirmation recorded"
         v.unconfirmed = why + (f" ({m['confirmation_error']})" if m.get("confirmation_error") else "")
@@ -326,6 +328,12 @@ def _against_plain_facts(m: dict) -> list[tuple[str, str, str]]:
                       f"over plain torch.compile {_between(lo, hi, _signed)}",
                       f"{ratio(beyond.get('speedup'))} plain's steps, compile costs included; {zone}"
                       + (f"; stopped racing: {text(beyond['dropped'])}" if beyond.get("dropped") else "")))
+    rides = m.get("plain_rides") or {}
+    if rides.get("processes"):
+        how = ("pooled with its own processes" if rides.get("pooled") else
+               text(rides.get("why")) or "left out of its figures")
+        facts.append(("plain compile's rides", f"{rides['processes']} candidate process(es) stepped it beside eager",
+                      how))
     return facts
 
 
