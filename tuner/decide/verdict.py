@@ -294,7 +294,8 @@ def _race_facts(decision: dict, study) -> dict[str, Any]:
     if first.get("elapsed_s") is not None:  # when the run's first decided answer was written
         facts["first_answer_s"] = first["elapsed_s"]
     facts["search"] = search_coverage(study, decision)
-    plain = next((c for c in decision.get("candidates") or [] if c.get("config") == PLAIN_COMPILE.to_dict()), {})
+    plain: dict[str, Any] = next((c for c in decision.get("candidates") or []
+                                  if c.get("config") == PLAIN_COMPILE.to_dict()), {})
     if plain.get("rides"):  # plain compile stepped in the candidates' processes (tuner/decide/rides.py)
         facts["plain_rides"] = plain["rides"]
     beyond = decision.get("beyond_plain")

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..core.config import TunedConfig
+from ..core.config import PLAIN_COMPILE, TunedConfig
 from ..core.durations import BUDGET_RAN_OUT, format_duration
 from ..decide.confirm import confirm_finalists, join_searched, open_race
 from ..decide.race import MIN_ROUNDS, Race
@@ -77,7 +77,8 @@ class RaceSteps:
         with clock.aside("confirmation"):
             try:
                 race.run(fits, until=race.done + 1)
-                while race.undecided_beyond_plain() >= max(1, self.opts.confirm) and race.promising():
+                while (race.undecided_beyond_plain() >= max(1, self.opts.confirm) and race.promising()
+                       and _worth_racing(race)):
                     race.run(fits, until=race.done + 1)
             except Exception as exc:  # noqa: BLE001 - the search goes on; confirmation races after it
                 self._race_failed(exc)
@@ -104,7 +105,8 @@ class RaceSteps:
         joiner = race.joiner_processes() if race is not None and (race.answer or race.rides(joining=True)) else None
         if self.clock.search_trial_fits(joiner):
             return True
-        return race is not None and bool(race.answer) and not race.promising() and self.clock.search_trial_fits((0, 0))
+        return (race is not None and bool(race.answer) and not (race.promising() and _worth_racing(race))
+                and self.clock.search_trial_fits((0, 0)))
 
     def _race_to_make_room(self) -> bool:
         """One more round of the race, where a search trial does not fit beside what the candidates
@@ -114,7 +116,7 @@ class RaceSteps:
         the 3m 42s left"; a round later the race had decided it and 2m 35s were left unused.
         Whether a round ran."""
         race, clock = self.race, self.clock
-        if race is None or not race.promising() or self.run.interrupted:
+        if race is None or not race.promising() or not _worth_racing(race) or self.run.interrupted:
             return False
         ran = race.done
         with clock.aside("confirmation"):
@@ -195,3 +197,31 @@ class RaceSteps:
         except KeyboardInterrupt:
             self.run.interrupted = True
             study.set_user_attr(SKIPPED_ATTR, "interrupted")
+
+
+#: A candidate racing beyond plain compile is worth more rounds before the search goes on while the
+#: upper end of its saving over plain compile reaches this many tie margins: below it, the most it
+#: could save is a near-tie, and the search's next config is worth more than deciding it. Seen on
+#: the zoo's ResNet-50 (--budget 6m, 2026-12-07): rounds 4 to 8 went to deciding cpp_wrapper's 1.01x
+#: over plain compile (at most +44.7 s against a 25 s margin after round 4), and 4 configs were
+#: left unsearched.
+WORTH_MARGINS = 2.0
+
+
+def _worth_racing(race: Race) -> bool:
+    """Whether the race's next rounds are worth more than the search's next trial: plain compile
+    has no answer yet, a candidate beyond it has no interval yet, or one could still save over it
+    more than :data:`WORTH_MARGINS` tie margins."""
+    if not race.answer:
+        return True
+    rows = race.decision.get("against_plain") or {}
+    for c in race.racing:
+        row = rows.get(c.key())
+        if c.key() == PLAIN_COMPILE.key():
+            continue
+        if row is None or row.get("saving_interval_s") is None or row["saving_interval_s"][1] is None:
+            return True
+        if row.get("zone") is None and row["saving_interval_s"][1] >= WORTH_MARGINS * float(row.get("margin_s") or 0.0):
+            return True
+    return False
+
