@@ -296,3 +296,18 @@ def test_a_phase_aside_stops_the_clock_of_the_phase_around_it():
         now[0] += 5.0
     spent = clock.phase_seconds()
     assert spent["search"] == 15.0 and spent["confirmation"] == 30.0 and spent["other"] == 0.0
+
+
+def test_a_stretch_of_the_race_is_priced_from_its_last_round_not_the_search_trials_estimate():
+    # a stretch's first round (ran=None) used the plan's estimate: two-sided processes of 4 s, where
+    # the race's three-sided ones took 9 s (the zoo's ViT-B/16 ran 1m 56s over its 10 minutes)
+    plan = Plan(trial_s=8.0, compiled_trial_s=10.0, confirm_trial_s=4.0, confirm_trials=3)
+    now = [0.0]
+    clock = RunClock(100.0, now=lambda: now[0])
+    clock.plan = lambda: plan
+    now[0] = 100.0 - (6 * 4.0 + OUTPUT_RESERVE_S) - 1.0  # six processes at the plan's 4 s fit, one second spare
+    assert clock.round_fits(6, None)
+    clock.race_round = (54.0, 6)  # the race's last round: six processes of 9 s
+    assert not clock.round_fits(6, None)
+    now[0] = 100.0 - (6 * 9.0 + OUTPUT_RESERVE_S) - 1.0
+    assert clock.round_fits(6, None)

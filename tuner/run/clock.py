@@ -39,6 +39,9 @@ class RunClock:
     """Confirmation rounds measured by :meth:`round_fits` so far (the first compiled cold)."""
     plan: Callable[[], Plan] = field(default=lambda: Plan(None, None), init=False, repr=False)
     """The current :class:`Plan` (the run sets it: it reads the study's trials each time)."""
+    race_round: tuple[float, int] | None = field(default=None, init=False, repr=False)
+    """``(seconds, processes)`` of the race's last round, where the run knows it: what a stretch's
+    first round is priced from (:meth:`round_fits`)."""
 
     def __post_init__(self) -> None:
         if self.budget_s is None:
@@ -111,6 +114,14 @@ class RunClock:
             if self.rounds_timed == 1:
                 each_s = plan.warm_after_cold(each_s, ran or 0)
             each_s = plan.without_eager_alone(each_s, ran or 0, trials)
+        elif ran is None and self.race_round is not None and self.race_round[1] > 0:
+            # A stretch of the race between search trials starts here: its first round is priced
+            # from the race's last round, not from the search trials' estimate, which knows
+            # nothing of the third side each candidate's process steps. Seen on the zoo's ViT-B/16
+            # (--budget 10m, 2026-12-07): every round ran as a stretch of one, each priced as
+            # two-sided processes, and the run ended 1m 56s over its budget.
+            wall, processes = self.race_round
+            each_s = plan.without_eager_alone(wall / processes, processes, trials)
         self.round_began = now
         return plan.confirm_round_fits(self.left(), trials, each_s)
 

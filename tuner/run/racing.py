@@ -76,9 +76,11 @@ class RaceSteps:
         fits = clock.round_fits if clock.bounded else None
         with clock.aside("confirmation"):
             try:
+                _price_from(race, clock)
                 race.run(fits, until=race.done + 1)
                 while (race.undecided_beyond_plain() >= max(1, self.opts.confirm) and race.promising()
                        and _worth_racing(race)):
+                    _price_from(race, clock)
                     race.run(fits, until=race.done + 1)
             except Exception as exc:  # noqa: BLE001 - the search goes on; confirmation races after it
                 self._race_failed(exc)
@@ -121,6 +123,7 @@ class RaceSteps:
         ran = race.done
         with clock.aside("confirmation"):
             try:
+                _price_from(race, clock)
                 race.run(clock.round_fits if clock.bounded else None, until=race.done + 1)
             except Exception as exc:  # noqa: BLE001 - the search goes on; confirmation races after it
                 self._race_failed(exc)
@@ -182,6 +185,8 @@ class RaceSteps:
     def _confirm(self) -> None:
         """Confirm the finalists, a round at a time while rounds fit in the budget."""
         clock, study = self.clock, self.study
+        if self.race is not None:
+            _price_from(self.race, clock)
         try:
             with clock.phase("confirmation"):
                 decision = confirm_finalists(study, self.run.scoring, self.tuner, self.opts.confirm,
@@ -224,4 +229,10 @@ def _worth_racing(race: Race) -> bool:
         if row.get("zone") is None and row["saving_interval_s"][1] >= WORTH_MARGINS * float(row.get("margin_s") or 0.0):
             return True
     return False
+
+
+def _price_from(race: Race, clock: RunClock) -> None:
+    """The clock prices the stretch's first round from the race's last one (``RunClock.race_round``)."""
+    if race.walls and race.ran:
+        clock.race_round = (race.walls[-1], race.ran)
 
