@@ -59,13 +59,14 @@ def tune(name: str, budget: str | None, run: int = 1) -> dict:
     (OUT / f"{rid}.remeasure.json").unlink(missing_ok=True)
     cmd = [str(Path(sys.executable).with_name("compile-tune")), str(path), "--budget", budget or c["budget"],
            "--task", c["task"], "--out", str(out), "--no-progress"]
+    commit = _commit()  # the code the run starts with: the tree may change while it runs
     began = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
     wall = time.perf_counter() - began
     out.mkdir(parents=True, exist_ok=True)
     (OUT / f"{rid}.log").write_text(proc.stdout + "\n--- stderr ---\n" + proc.stderr)
     record = {"name": name, "run": run, "command": " ".join(["compile-tune", f"benchmarks/zoo/{name}.py", *cmd[2:6]]),
-              "commit": _commit(), "date": datetime.date.today().isoformat(),
+              "commit": commit, "date": datetime.date.today().isoformat(),
               "rc": proc.returncode, "wall_s": wall, "task": c["task"], "budget": budget or c["budget"]}
     (OUT / f"{rid}.run.json").write_text(json.dumps(record, indent=1))
     return record

@@ -14,6 +14,29 @@ def plain_of(decision: dict) -> dict:
     return next(c for c in decision["candidates"] if c["config"] == PLAIN_COMPILE.to_dict())
 
 
+def three_sided(speedups: dict[str, float], process: float, spread: float, shift: float = 1.0,
+                left_out: bool = False):
+    """Paired processes ``process`` apart, steps ``spread`` noisy, whose rival (plain compile) reads
+    ``shift`` times slower than in its own processes, or is left out of every one (``left_out``)."""
+    rng = random.Random(0)
+
+    def measure(cfg, label, round_=0, heap=None, reuse_cache=False, timing="alone", rival=None):
+        step = 0.01 * rng.lognormvariate(0, process)
+        result = {"status": "ok", "peak_memory_mb": 1.0, "timing": timing}
+        if not cfg.compiles:
+            return {**result, "step_s": step}
+        result.update(step_s=step / speedups[cfg.key()] * rng.lognormvariate(0, spread), compile_time_s=30.0,
+                      eager_step_s=step * rng.lognormvariate(0, spread))
+        if rival is not None and left_out:
+            result["rival_left_out"] = "the config hit Dynamo's recompile limit"
+        elif rival is not None:
+            result.update(rival=rival.to_dict(),
+                          rival_step_mean_s=shift * step / speedups[rival.key()] * rng.lognormvariate(0, spread))
+        return result
+
+    return measure
+
+
 def opened(speedups: dict[str, float], seed: int = 0, **kw):
     """A race beside plain compile after its opening's first look (MIN_ROUNDS rounds)."""
     r = race(beside_plain(speedups, seed=seed, **kw), per_round=PAIRED_PER_ROUND, beside_plain=True)
@@ -56,17 +79,7 @@ def test_the_rides_leave_plain_compiles_estimate_where_the_truth_is():
 
 def test_a_candidate_whose_processes_leave_the_rival_out_gives_plain_compile_its_own_processes_back():
     speedups = {PLAIN_COMPILE.key(): 1.3, TUNED.key(): 1.3}
-    rng = random.Random(0)
-
-    def without_rival(cfg, label, round_=0, heap=None, reuse_cache=False, timing="alone", rival=None):
-        step = 0.01 * rng.lognormvariate(0, 0.05)
-        result = {"status": "ok", "peak_memory_mb": 1.0, "timing": timing}
-        if not cfg.compiles:
-            return {**result, "step_s": step}
-        return {**result, "step_s": step / speedups[cfg.key()], "compile_time_s": 30.0, "eager_step_s": step,
-                "rival_left_out": "the config hit Dynamo's recompile limit"}
-
-    r = race(without_rival, per_round=PAIRED_PER_ROUND, beside_plain=True)
+    r = race(three_sided(speedups, 0.05, 0.0, left_out=True), per_round=PAIRED_PER_ROUND, beside_plain=True)
     r.join([PLAIN_COMPILE], cold={PLAIN_COMPILE.key(): 30.0})
     r.run(until=MIN_ROUNDS)
     r.join([TUNED])
@@ -119,21 +132,7 @@ def test_rides_that_shift_plain_compiles_ratio_are_left_out_and_the_decision_say
     # the third side makes plain compile read 10 % slower in the candidates' processes than in its
     # own, processes 2 % apart once paired: the rides are not pooled
     speedups = {PLAIN_COMPILE.key(): 1.3, TUNED.key(): 1.3}
-    rng = random.Random(0)
-
-    def shifted(cfg, label, round_=0, heap=None, reuse_cache=False, timing="alone", rival=None):
-        step = 0.01 * rng.lognormvariate(0, 0.10)
-        result = {"status": "ok", "peak_memory_mb": 1.0, "timing": timing}
-        if not cfg.compiles:
-            return {**result, "step_s": step}
-        result.update(step_s=step / speedups[cfg.key()] * rng.lognormvariate(0, 0.02), compile_time_s=30.0,
-                      eager_step_s=step * rng.lognormvariate(0, 0.02))
-        if rival is not None:
-            result.update(rival=rival.to_dict(),
-                          rival_step_mean_s=1.1 * step / speedups[rival.key()] * rng.lognormvariate(0, 0.02))
-        return result
-
-    r = race(shifted, per_round=PAIRED_PER_ROUND, beside_plain=True)
+    r = race(three_sided(speedups, 0.10, 0.02, shift=1.1), per_round=PAIRED_PER_ROUND, beside_plain=True)
     r.join([PLAIN_COMPILE], cold={PLAIN_COMPILE.key(): 30.0})
     r.run(until=MIN_ROUNDS)
     r.join([TUNED])
@@ -159,3 +158,21 @@ def test_the_verdict_says_how_many_processes_plain_compile_rode_in_and_whether_t
     m["plain_rides"] = {"processes": 6, "pooled": False, "why": "a third side shifts the ratio"}
     out = verdict_text(TunedConfig(EAGER, "stay_eager", m, {"device": "cpu", "threads": 2}), "b.yaml")
     assert "a third side shifts the ratio" in out
+
+
+def test_a_config_searched_after_the_race_spent_its_error_rate_does_not_join_and_says_why():
+    from tests.test_race import SCORING
+    from tuner.core.config import CompileConfig
+    from tuner.decide.confirm import CONFIRM_TIMING_SHARE, join_searched
+
+    r = opened({PLAIN_COMPILE.key(): 1.3, TUNED.key(): 1.3})
+    r.join([TUNED])  # racing: its own rounds still to come
+    r.run(round_fits=lambda n, ran: False)  # the --budget cuts it: its last look spends what was left
+    assert r.spent is not None
+    later = CompileConfig(options={"cpp_wrapper": True})
+    said = []
+    trial = {"status": "ok", "correct": True, "config": later.to_dict(), "timing": "beside", "step_s": 0.01 / 1.3,
+             "step_mean_s": 0.01 / 1.3, "eager_step_s": 0.01, "eager_step_mean_s": 0.01, "speedup": 1.3,
+             "compile_time_s": 30.0, "timing_share": CONFIRM_TIMING_SHARE}
+    assert not join_searched(r, trial, SCORING, said.append)
+    assert later.key() not in r.records and "the race runs no more rounds" in said[-1]

@@ -149,6 +149,11 @@ def join_searched(race: Race, attrs: dict[str, Any] | None, scoring: Scoring, lo
     if behind:
         log(f"  {config.describe()} does not join the race: {behind}")
         return False
+    if race.spent is not None:
+        # the race's looks are closed (a look spent the error rate): no round would measure it
+        log(f"  {config.describe()}: measured once, by its search trial; the race runs no more rounds (its look "
+            f"after round {race.spent} spent the error rate), so it is not compared with plain torch.compile")
+        return False
     share = float(attrs.get("timing_share") or 1.0)
     opened = {config.key(): dict(attrs)} if math.isclose(share, CONFIRM_TIMING_SHARE) else None
     joined = race.join([config], opened=opened)

@@ -321,8 +321,9 @@ def _against_plain_facts(m: dict) -> list[tuple[str, str, str]]:
                       f"{search.get('configs_raced', 0)} raced in fresh processes (plain torch.compile included)"))
     if number(beyond.get("saving_s")):
         lo, hi = beyond.get("saving_interval_s") or (None, None)
-        zone = {"beats": "beats it", "ties": "ties it (the simpler plain torch.compile is as good)",
-                "slower": "slower than it"}.get(str(beyond.get("zone")), "not decided against it")
+        zone = {"beats": "beats it", "slower": "slower than it",
+                "ties": "ties it (within the tie margin either way; the verdict says which it chose)",
+                }.get(str(beyond.get("zone")), "not decided against it")
         saving = f"{float(beyond['saving_s']):+.1f} s"
         facts.append(("best beyond plain compile", f"{text(beyond.get('config_label'))}: {saving} "
                       f"over plain torch.compile {_between(lo, hi, _signed)}",
