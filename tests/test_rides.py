@@ -176,3 +176,11 @@ def test_a_config_searched_after_the_race_spent_its_error_rate_does_not_join_and
              "compile_time_s": 30.0, "timing_share": CONFIRM_TIMING_SHARE}
     assert not join_searched(r, trial, SCORING, said.append)
     assert later.key() not in r.records and "the race runs no more rounds" in said[-1]
+
+
+def test_a_race_whose_look_spent_the_error_rate_promises_no_more_rounds():
+    r = opened({PLAIN_COMPILE.key(): 1.3, TUNED.key(): 1.3})
+    r.join([TUNED])
+    assert r.promising()
+    r.run(round_fits=lambda n, ran: False)  # the --budget cuts it: its last look spends what was left
+    assert r.spent is not None and not r.promising()

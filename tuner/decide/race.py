@@ -369,9 +369,10 @@ class Race:
 
     def promising(self) -> bool:
         """Whether another round is worth running now: the race is not settled, has rounds left, and
-        its last look (if any) estimated that the race's rounds can decide it."""
+        its last look (if any) estimated that the race's rounds can decide it, and no look spent what
+        was left of the error rate (the line after a budget's cut said "racing on" before)."""
         need = (self.decision.get("to_decide") or {}).get("rounds")
-        return (bool(self.racing) and not self.settled() and self.done < self.rounds
+        return (bool(self.racing) and not self.settled() and self.done < self.rounds and self.spent is None
                 and not self.decision.get("cut_short") and (need is None or need <= self.rounds))
 
     def undecided_beyond_plain(self) -> int:
