@@ -108,23 +108,24 @@ class Record:
     def rival_samples(self, rival_key: str) -> list[stats.Sample]:
         """The processes that stepped plain compile beside this config, as paired samples of the two
         (each process its own block: its effect cancels in the pair, as eager's does)."""
-        out = []
-        for i, ((rnd, s), r) in enumerate(zip(self.steps, self.rival)):
-            if r:
-                process = f"{self.key}#{i}"
-                out += [stats.Sample(rival_key, rnd, r, process), stats.Sample(self.key, rnd, s, process)]
-        return out
+        return self._with_rival(lambda i, s: (self.key, s), rival_key)
 
     def ride_samples(self, eager_key: str, rival_key: str) -> list[stats.Sample]:
         """The same processes as samples of plain compile against eager: eager's side and the rival's,
         paired in each process (plain compile rode in it; tuner/decide/evidence.py)."""
         if not self.paired:
             return []
+        return self._with_rival(lambda i, s: (eager_key, self.beside[i]), rival_key)
+
+    def _with_rival(self, other, rival_key: str) -> list[stats.Sample]:
+        """Each process that stepped the rival: the rival's sample and ``other(i, step)``'s
+        ``(key, seconds)``, one block per process."""
         out = []
-        for i, ((rnd, _), e, r) in enumerate(zip(self.steps, self.beside, self.rival)):
+        for i, ((rnd, s), r) in enumerate(zip(self.steps, self.rival)):
             if r:
                 process = f"{self.key}#{i}"
-                out += [stats.Sample(eager_key, rnd, e, process), stats.Sample(rival_key, rnd, r, process)]
+                key, seconds = other(i, s)
+                out += [stats.Sample(key, rnd, seconds, process), stats.Sample(rival_key, rnd, r, process)]
         return out
 
     @property
