@@ -1,7 +1,7 @@
-"""The heap pin as a verdict states it (tuner/system/heap.py, tuner/decide/evidence.py ``_heap``):
+"""The heap pin as a verdict states it (tuner/system/heap.py, tuner/decide/eager_alone.py ``heap_gain``):
 ``apply_config`` pins glibc's heap because every figure was measured pinned, said in
 best_config.yaml and the verdict, and the pin's own gain is a side figure whose interval is
-stated only from :data:`evidence.HEAP_GAIN_DF` degrees of freedom, withheld with the reason below.
+stated only from :data:`eager_alone.HEAP_GAIN_DF` degrees of freedom, withheld with the reason below.
 """
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from simulated_races import TUNED, race
 
 from tuner.core.config import EAGER, PLAIN_COMPILE, TunedConfig
 from tuner.core.score import Scoring
-from tuner.decide import evidence
+from tuner.decide import eager_alone
 from tuner.decide.records import AS_STARTED, Record
 from tuner.decide.verdict import _from_confirmation, pick_best
 from tuner.report import verdict_text
@@ -41,10 +41,10 @@ def records(rounds: int, seed: int = 0, spread: float = 0.05, per_round: int = 1
 @pytest.mark.parametrize("rounds, df", [(1, 0), (2, 1), (3, 2), (4, 3)])
 def test_the_heap_gains_interval_is_withheld_below_the_stated_df_and_says_why(rounds, df):
     # one process of each a round, as paired races time them: rounds - 1 degrees of freedom
-    heap = evidence._heap(records(rounds), 0.95)
-    assert heap["df"] == df < evidence.HEAP_GAIN_DF
+    heap = eager_alone.heap_gain(records(rounds), 0.95)
+    assert heap["df"] == df < eager_alone.HEAP_GAIN_DF
     assert heap["interval"] == [None, None]
-    assert f"{df} degree(s) of freedom" in heap["withheld"] and f"fewer than the {evidence.HEAP_GAIN_DF}" in heap[
+    assert f"{df} degree(s) of freedom" in heap["withheld"] and f"fewer than the {eager_alone.HEAP_GAIN_DF}" in heap[
         "withheld"]
     assert "no verdict rests on this gain" in heap["withheld"]
     assert heap["gain"] > 0 and heap["pinned_processes"] == heap["processes"] == rounds
@@ -52,8 +52,8 @@ def test_the_heap_gains_interval_is_withheld_below_the_stated_df_and_says_why(ro
 
 @pytest.mark.parametrize("rounds", [5, 8])
 def test_the_heap_gains_interval_is_stated_from_the_stated_df(rounds):
-    heap = evidence._heap(records(rounds), 0.95)
-    assert heap["df"] == rounds - 1 >= evidence.HEAP_GAIN_DF
+    heap = eager_alone.heap_gain(records(rounds), 0.95)
+    assert heap["df"] == rounds - 1 >= eager_alone.HEAP_GAIN_DF
     lo, hi = heap["interval"]
     assert lo < heap["gain"] < hi and "withheld" not in heap
 
@@ -64,8 +64,8 @@ def test_the_stated_df_is_where_a_t_interval_means_something():
     # would fail too: a race with eager alone every round reaches it by round 5).
     from tuner.decide.student_t import t_quantile
 
-    assert t_quantile(0.975, evidence.HEAP_GAIN_DF - 1) > 1.5 * 1.96 > t_quantile(0.975, evidence.HEAP_GAIN_DF)
-    assert evidence.HEAP_GAIN_DF <= 5
+    assert t_quantile(0.975, eager_alone.HEAP_GAIN_DF - 1) > 1.5 * 1.96 > t_quantile(0.975, eager_alone.HEAP_GAIN_DF)
+    assert eager_alone.HEAP_GAIN_DF <= 5
 
 
 def test_where_the_heap_gains_interval_is_stated_it_holds_the_truth_about_95_percent_of_the_time():
@@ -73,7 +73,7 @@ def test_where_the_heap_gains_interval_is_stated_it_holds_the_truth_about_95_per
     # so an interval too narrow or too wide for its df fails
     held = 0
     for seed in range(400):
-        lo, hi = evidence._heap(records(evidence.HEAP_GAIN_DF + 1, seed=seed), 0.95)["interval"]
+        lo, hi = eager_alone.heap_gain(records(eager_alone.HEAP_GAIN_DF + 1, seed=seed), 0.95)["interval"]
         held += lo <= GAIN <= hi
     assert 0.92 <= held / 400 <= 0.98, held
 

@@ -18,6 +18,7 @@ from ..core.config import EAGER, PLAIN_COMPILE
 from ..core.score import Scoring
 from . import rides, stats
 from .against_plain import AgainstPlain, beside_plain
+from .eager_alone import heap_gain, process_spread
 from .records import AS_STARTED, CROWDED, Record  # noqa: F401 - the race reads them here
 
 #: The machine was busy when more than this share of the processes were crowded.
@@ -62,7 +63,7 @@ def weigh(records: dict[str, Record], scoring: Scoring, looks: stats.Looks, tie_
     eager_total = scoring.steps * e_step
     base: dict[str, Any] = {"eager_step_s": e_step, "eager_total_s": eager_total, "confidence": confidence,
                             "tie_margin": tie_margin, "machine": machine}
-    heap = _heap(records, confidence)
+    heap = heap_gain(records, confidence)
     if heap:
         base["heap"] = heap
     if not ok and not any(r.failures for r in compiled) and any(r.crowded and not r.steps for r in compiled):
@@ -94,7 +95,7 @@ def _weighed(f: _Figures, ok: list[Record], weighed: list[Record], base: dict[st
         if r.dropped:  # its zone on the figures it was dropped with, for the report: it is not chosen
             f.summaries[r.key].update(dropped=r.dropped, zone=stats.zone(f.savings[r.key], tie_margin * f.eager_total))
     decision = {**base, "spread": f.model.sigma, "spread_df": f.model.df, "look_confidence": f.levels[leader],
-                "looks": len(looks.taken), "paired": f.paired, "process_spread": _process_spread(records),
+                "looks": len(looks.taken), "paired": f.paired, "process_spread": process_spread(records),
                 "candidates": [_eager_summary(eager, f.e_step, f.eager_total), *f.summaries.values(),
                                *(_failed_summary(r) for r in compiled if r not in weighed)],
                 "trailing": [k for k in live if k not in (leader, PLAIN_COMPILE.key())
@@ -331,47 +332,6 @@ def _no_interval(i: stats.Interval) -> stats.Interval:
 
 def _finite(i: stats.Interval) -> list[float | None]:
     return [v if math.isfinite(v) else None for v in (i.low, i.high)]
-
-
-#: The fewest degrees of freedom at which the heap pin's own gain is stated with an interval. Paired
-#: (every CPU run with the heap pinned), eager alone and eager as started run once a round in the
-#: first two rounds only (race.EAGER_ALONE_ROUNDS): four processes, two rounds, one degree of
-#: freedom. There the 95 % t quantile is 12.7 (4.30 at 2 df, 2.78 at 4, against the normal's 1.96),
-#: and a spread from one residual lies anywhere from 0.45 to 32 times the truth (95 %): the README
-#: example read "0.96x (0.35x to 2.68x)", the zoo's GPT-2 training 1.17x (1.17x-1.17x), a
-#: best_config.yaml [0.013, 101.9]; valid over repeated runs, of no use for this one. Processes
-#: enough to state it would come out of the candidates' budget, and no verdict rests on the gain
-#: (apply_config pins the heap because every figure was measured pinned: tuner/system/heap.py,
-#: ``PIN_REASON``), so below this its interval is withheld and the reason said.
-HEAP_GAIN_DF = 4
-
-
-def _heap(records: dict[str, Record], confidence: float) -> dict | None:
-    """Eager pinned against eager as a user's process starts: the pin's own gain, its degrees of
-    freedom, and its interval where they reach :data:`HEAP_GAIN_DF` (``withheld`` says why not)."""
-    started, eager = records.get(AS_STARTED), records[EAGER.key()]
-    if started is None or not started.steps or not eager.steps:
-        return None
-    model = stats.fit(stats.Sample(r.key, rnd, s) for r in (eager, started) for rnd, s in r.steps)
-    gain = model.speedup(AS_STARTED, eager.key, confidence)
-    heap = {"gain": gain.estimate, "interval": _finite(gain), "df": model.df, "confidence": confidence,
-            "eager_as_started_step_s": statistics.fmean(s for _, s in started.steps), "processes": started.processes,
-            "pinned_processes": len(eager.steps)}
-    if model.df < HEAP_GAIN_DF:
-        heap.update(interval=[None, None], withheld=(
-            f"{len(eager.steps)} process(es) of eager pinned and {len(started.steps)} as started give "
-            f"{model.df} degree(s) of freedom, fewer than the {HEAP_GAIN_DF} an interval is stated at; the race "
-            "spends its processes on the candidates, and no verdict rests on this gain"))
-    return heap
-
-
-def _process_spread(records: dict[str, Record]) -> float | None:
-    """The spread between processes of eager alone (pinned and, apart, as started), rounds'
-    effects removed: what a fresh process of one config varies by, whether or not the configs'
-    own processes were paired."""
-    alone = [records[k] for k in (EAGER.key(), AS_STARTED) if k in records]
-    model = stats.fit(sample for r in alone for sample in r.samples(EAGER.key()))
-    return model.sigma if model.df >= 1 else None
 
 
 def _machine(records: list[Record]) -> dict[str, Any]:

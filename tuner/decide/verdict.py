@@ -237,7 +237,7 @@ def _from_confirmation(decision: dict, scoring: Scoring, tuned_on: dict, study) 
         "paired": decision.get("paired"), "process_spread": decision.get("process_spread"),
     }
     heap = decision.get("heap")
-    if heap:  # eager pinned against eager as a user's process starts: a side figure (evidence.HEAP_GAIN_DF)
+    if heap:  # eager pinned against eager as a user's process starts: a side figure (eager_alone.HEAP_GAIN_DF)
         base.update(heap_gain=heap["gain"], heap_gain_interval=heap["interval"])
         base.update({f"heap_gain_{k}": heap[k] for k in ("df", "withheld") if heap.get(k) is not None})
     if decision.get("machine"):

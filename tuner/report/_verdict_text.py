@@ -295,7 +295,7 @@ def _confirmed_facts(m: dict) -> list[tuple[str, str, str]]:
 def heap_facts(tuned) -> list[tuple[str, str, str]]:
     """Why ``apply_config`` pins glibc's heap (every figure was measured pinned), and the pin's own
     gain apart: a side figure, its interval withheld below the degrees of freedom that give it
-    meaning (tuner/decide/evidence.py, ``HEAP_GAIN_DF``)."""
+    meaning (tuner/decide/eager_alone.py, ``HEAP_GAIN_DF``)."""
     m, facts = tuned.measured, []
     if pinned_as_measured(tuned.tuned_on):
         facts.append(("heap", "pinned by apply_config, whatever the verdict",

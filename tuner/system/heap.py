@@ -31,7 +31,7 @@ PINNED_NOTE = "glibc malloc pinned: mmap threshold 1 GiB, trim threshold 2 GiB"
 #: Why ``apply_config`` pins the heap for every verdict, as ``measured.heap_pinned_because`` and the
 #: verdict say it: the figures were measured pinned, and pinned is where timing eager beside a config
 #: is fair. It is not a gain the race decided: ``measured.heap_gain`` is a side figure whose interval
-#: two rounds cannot give (tuner/decide/evidence.py, ``HEAP_GAIN_DF``).
+#: two rounds cannot give (tuner/decide/eager_alone.py, ``HEAP_GAIN_DF``).
 PIN_REASON = ("every step time quoted, eager's and each config's, was measured with glibc's heap pinned, where "
               "eager timed beside a compiled model reads as eager alone (0.97x-1.01x on the zoo's seven "
               "workloads, docs/zoo.md); apply_config pins it so that your process runs as measured, not for a "
