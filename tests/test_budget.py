@@ -69,6 +69,19 @@ def test_the_plan_takes_medians_and_leaves_out_repeats_and_interrupted_trials():
     assert plan.confirm_round_s() == pytest.approx(3 * plan.confirm_trial_s + EAGER_ALONE * plan.eager_alone_s)
 
 
+def test_under_a_budget_a_paired_race_plans_no_eager_alone():
+    """The race under a --budget times no eager alone where it pairs its processes (the heap pinned):
+    the plan's rounds hold the candidates' processes only, every one priced as a compiled one."""
+    trials = [trial(2.0, "eager"), trial(10.0, "plain"), trial(12.0)]
+    pinned = Plan.for_run(trials, TuneOptions("model.py", confirm=2, heap="pinned"))
+    bounded = Plan.for_run(trials, TuneOptions("model.py", confirm=2, heap="pinned", budget="10m"))
+    unpaired = Plan.for_run(trials, TuneOptions("model.py", confirm=2, heap="default", budget="10m"))
+    assert pinned.confirm_trials == bounded.confirm_trials + EAGER_ALONE and bounded.eager_alone == 0
+    assert unpaired.eager_alone == EAGER_ALONE  # unpaired rounds time eager alone: their only contrast
+    assert bounded.confirm_round_s() == pytest.approx(bounded.confirm_trials * bounded.confirm_trial_s)
+    assert pinned.confirm_round_s() > bounded.confirm_round_s()
+
+
 def test_only_the_timing_of_a_search_trial_shrinks_in_its_confirmation_estimate():
     # Seen on the zoo's T5-small (--budget 6m, 2026-12-02): a process's start, build and warm-up
     # do not shrink with the timing, and scaling the whole rest left room for one round, not two.

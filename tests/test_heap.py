@@ -15,6 +15,7 @@ from simulated_races import TUNED, race
 from tuner.core.config import EAGER, PLAIN_COMPILE, TunedConfig
 from tuner.core.score import Scoring
 from tuner.decide import eager_alone
+from tuner.decide.race import NOT_TIMED
 from tuner.decide.records import AS_STARTED, Record
 from tuner.decide.verdict import _from_confirmation, pick_best
 from tuner.report import verdict_text
@@ -148,3 +149,17 @@ def test_a_gpu_verdict_says_nothing_of_the_heap():
     measured = {k: v for k, v in stay_eager().measured.items() if not k.startswith("heap")}
     out = verdict_text(TunedConfig(EAGER, "stay_eager", measured, {**CPU_PINNED, "device": "cuda"}), "b.yaml")
     assert "heap" not in out
+
+
+def test_under_a_budget_the_verdict_says_why_the_heap_gain_was_not_measured(tmp_path):
+    # the race under a --budget times no eager alone (tuner/decide/race.py, NOT_TIMED): no gain, the reason
+    d, _ = race({PLAIN_COMPILE.key(): 1.3, TUNED.key(): 2.0}, spread=0.15, inner=0.03, seed=1, paired=True,
+                heap_gain=GAIN)
+    d = {k: v for k, v in d.items() if k != "heap"}
+    d["eager_alone"] = NOT_TIMED
+    study = studies.Builder(tmp_path / "s.db").eager().study
+    tuned = _from_confirmation(d, Scoring(steps=100_000, eager_step_s=0.01), dict(CPU_PINNED), study)
+    assert "heap_gain" not in tuned.measured and tuned.measured["eager_alone"] == NOT_TIMED
+    out = verdict_text(tuned, "b.yaml")
+    assert "the heap pin's own gain: not measured (not timed under the --budget" in out
+    assert "heap: pinned by apply_config, whatever the verdict" in out

@@ -359,6 +359,25 @@ def test_paired_rounds_after_the_first_look_time_the_candidates_alone():
     assert d["heap"]["processes"] == 2 and d["rounds_done"] == 5
 
 
+def test_under_a_budget_a_paired_race_times_no_eager_alone_and_says_why_the_heaps_gain_is_missing():
+    """Under a --budget eager alone's processes go to the candidates: no round times it (eager's
+    level is its side of each paired process), the heap's gain is not stated, and the decision
+    says why; the rounds' process counts, which the budget prices, say the same."""
+    calls = []
+    r = Race(SCORING, simulated({PLAIN_COMPILE.key(): 1.005}, spread=0.03, calls=calls), rounds=3,
+             heap_apart=True, paired=True, per_round=PAIRED_PER_ROUND, log=lambda line: None, eager_alone_rounds=0,
+             beside_plain=True)
+    r.join([PLAIN_COMPILE], cold={PLAIN_COMPILE.key(): 30.0})
+    assert r.next_round_processes() == PAIRED_PER_ROUND
+    d = r.run()
+    assert r.done == 3, d.get("reason")
+    assert [key for key, _, _ in calls] == [PLAIN_COMPILE.key()] * 3 * PAIRED_PER_ROUND
+    assert "heap" not in d and "--budget" in d["eager_alone"]
+    assert d["eager_step_s"] == pytest.approx(0.01, rel=0.1)  # eager's level from its side of each process
+    # a joiner's own processes to its first look, one of them cold; plain compile rides, no eager alone
+    assert r.joiner_processes() == (COLD_COMPILES - 1, PAIRED_PER_ROUND * MIN_ROUNDS - COLD_COMPILES)
+
+
 def test_a_candidate_timed_without_eager_beside_it_keeps_eager_alone_in_every_round():
     calls = []
     paired = simulated({PLAIN_COMPILE.key(): 1.005}, spread=0.03, calls=calls)

@@ -31,7 +31,7 @@ from ..core.durations import BUDGET_RAN_OUT
 from ..core.score import Scoring, total_time
 from ..study import ROLE_EAGER, ROLE_PLAIN, measured_trials
 from . import stats
-from .race import EAGER_ALONE, MIN_ROUNDS, PAIRED_PER_ROUND, Race, round_processes  # noqa: F401 - the budget's plan reads them here
+from .race import EAGER_ALONE, EAGER_ALONE_ROUNDS, MIN_ROUNDS, PAIRED_PER_ROUND, Race, round_processes  # noqa: F401 - the budget's plan reads them here
 from .search import Tuner
 from .verdict import SKIPPED_ATTR, finalist_configs
 from .verdict import ranked as ranked_trials
@@ -195,10 +195,13 @@ def behind_plain(attrs: dict[str, Any], race: Race, scoring: Scoring) -> str | N
 
 
 def new_race(study, scoring: Scoring, tuner: Tuner, k: int, rounds: int, log=print,
-             tie_margin: float = stats.TIE_MARGIN, on_look: Callable[[dict], None] | None = None) -> Race:
+             tie_margin: float = stats.TIE_MARGIN, on_look: Callable[[dict], None] | None = None,
+             eager_alone: bool = True) -> Race:
     """The run's race: planned for plain compile and ``k`` finalists, timed as this machine
     allows (paired where the heap is pinned or on a GPU); each decided look is stored in the
-    study (user attribute ``confirmation``, finalists as they stand) before ``on_look`` sees it."""
+    study (user attribute ``confirmation``, finalists as they stand) before ``on_look`` sees it.
+    ``eager_alone``: a paired race times eager alone in its first rounds (off under a ``--budget``:
+    ``race.NOT_TIMED``)."""
     on_gpu = tuner.settings.device.startswith("cuda")
     heap_apart = tuner.settings.heap == "pinned" and not on_gpu
     # in one process eager beside a config reads as alone only with the heap pinned (docs/zoo.md)
@@ -212,7 +215,8 @@ def new_race(study, scoring: Scoring, tuner: Tuner, k: int, rounds: int, log=pri
                              timing=timing, check_correctness=False, heap=heap, **({"rival": rival} if rival else {}))
 
     race = Race(scoring, measure, rounds=rounds, heap_apart=heap_apart, paired=paired, tie_margin=tie_margin, log=log,
-                per_round=PAIRED_PER_ROUND if paired else 1, beside_plain=paired)
+                per_round=PAIRED_PER_ROUND if paired else 1, beside_plain=paired,
+                eager_alone_rounds=EAGER_ALONE_ROUNDS if eager_alone else 0)
 
     def store(decision: dict) -> None:
         study.set_user_attr("confirmation", {**decision, "finalist_keys": race.finalist_keys, "rounds": rounds,
@@ -239,7 +243,8 @@ def _eager_baseline(study) -> dict[str, Any] | None:
 def open_race(study, scoring: Scoring, tuner: Tuner, k: int, rounds: int, log=print,
               round_fits: Callable[[int, int | None], bool] | None = None, tie_margin: float = stats.TIE_MARGIN,
               on_look: Callable[[dict], None] | None = None,
-              started: Callable[[Race], None] | None = None, yield_after: int | None = None) -> Race | None:
+              started: Callable[[Race], None] | None = None, yield_after: int | None = None,
+              eager_alone: bool = True) -> Race | None:
     """Race eager against plain compile right after the baselines, until a look decides: the run's
     first answer, minutes in, before the search. The opening ends sooner where its last look
     estimates that the race's rounds cannot decide it (tuner/decide/stats.py's
@@ -257,7 +262,7 @@ def open_race(study, scoring: Scoring, tuner: Tuner, k: int, rounds: int, log=pr
     if (k <= 0 or rounds <= 0 or plain is None or plain.user_attrs.get("status") != "ok"
             or not could_win(plain.user_attrs, scoring)):  # its compile outweighs any step it could save
         return None
-    race = new_race(study, scoring, tuner, k, rounds, log, tie_margin, on_look)
+    race = new_race(study, scoring, tuner, k, rounds, log, tie_margin, on_look, eager_alone)
     race.join([PLAIN_COMPILE], cold={PLAIN_COMPILE.key(): plain.user_attrs.get("compile_time_s") or 0.0},
               baseline=dict(plain.user_attrs))
     race.take_eager_baseline(_eager_baseline(study))
@@ -278,7 +283,7 @@ def open_race(study, scoring: Scoring, tuner: Tuner, k: int, rounds: int, log=pr
 def confirm_finalists(study, scoring: Scoring, tuner: Tuner, k: int, rounds: int, log=print,
                       round_fits: Callable[[int, int | None], bool] | None = None,
                       tie_margin: float = stats.TIE_MARGIN, race: Race | None = None,
-                      on_look: Callable[[dict], None] | None = None) -> Decision | None:
+                      on_look: Callable[[dict], None] | None = None, eager_alone: bool = True) -> Decision | None:
     """The search's top ``k`` join the run's ``race`` (:func:`open_race`'s; a new one where the
     run has none, as when it resumes a study), which runs on until a look settles it. Stored in
     the study, so a re-run of a finished study with the same finalists does not measure them
@@ -301,7 +306,7 @@ def confirm_finalists(study, scoring: Scoring, tuner: Tuner, k: int, rounds: int
                 and stored.get("rounds") == rounds and stored.get("tie_margin") == tie_margin
                 and not stored.get("cut_short")):  # a race the --budget cut short is run again in full
             return stored
-        race = new_race(study, scoring, tuner, k, rounds, log, tie_margin, on_look)
+        race = new_race(study, scoring, tuner, k, rounds, log, tie_margin, on_look, eager_alone)
         plain = tuner.measured_by_key().get(PLAIN_COMPILE.key())
         race.join([PLAIN_COMPILE], cold={PLAIN_COMPILE.key(): plain.user_attrs.get("compile_time_s") or 0.0}
                   if plain is not None else None, baseline=dict(plain.user_attrs) if plain is not None else None)

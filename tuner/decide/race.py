@@ -66,8 +66,16 @@ EAGER_ALONE = 2
 #: process, and a round is the candidates' processes only. Seen on the zoo's GPT-2 training
 #: (--budget 10m, 2026-12-05): two of each round's five processes were eager alone, a 130 s round
 #: took ~50 s of them, and the fourth round, which would likely have called its 0.6 % a tie, did
-#: not fit. Unpaired rounds time eager alone every round: it is their only contrast.
+#: not fit. Unpaired rounds time eager alone every round: it is their only contrast. Under a
+#: ``--budget`` a paired race times it in no round (``Race.eager_alone_rounds``, :data:`NOT_TIMED`).
 EAGER_ALONE_ROUNDS = MIN_ROUNDS
+#: Why a paired race under a ``--budget`` times no eager alone beyond eager's baseline trial: its
+#: processes feed only side figures (the heap pin's own gain, whose interval two rounds cannot give
+#: anyway: tuner/decide/eager_alone.py), and they cost a candidate's search trial. On the zoo's
+#: GPT-2 training (--budget 10m, 2026-12-07) the opening's three eager-alone processes took about
+#: 50 s, and the search trial that would have followed it did not fit.
+NOT_TIMED = ("not timed under the --budget: its processes went to the candidates (a run without --budget times "
+             "eager alone and as started in its first two rounds)")
 
 Decision = dict[str, Any]
 
@@ -79,10 +87,10 @@ def round_processes(candidates: int, heap_apart: bool, paired: bool, per_round: 
     return candidates * per_round + ((1 if paired else 2) + heap_apart if alone else 0)
 
 
-def times_eager_alone(round_: int, paired: bool) -> bool:
+def times_eager_alone(round_: int, paired: bool, rounds: int = EAGER_ALONE_ROUNDS) -> bool:
     """Whether round ``round_`` (from 0) times eager alone: every unpaired round, the first
-    :data:`EAGER_ALONE_ROUNDS` paired ones."""
-    return not paired or round_ < EAGER_ALONE_ROUNDS
+    ``rounds`` paired ones (:data:`EAGER_ALONE_ROUNDS`, or none under a ``--budget``)."""
+    return not paired or round_ < rounds
 
 
 @dataclass
@@ -109,6 +117,9 @@ class Race:
     """Paired: a candidate beyond plain compile steps plain compile in its processes too, as a third
     side (``measure(..., rival=PLAIN_COMPILE)``), so it is compared with plain compile in one
     process (tuner/decide/against_plain.py)."""
+    eager_alone_rounds: int = EAGER_ALONE_ROUNDS
+    """Paired: the first rounds that time eager alone (pinned, and as started where ``heap_apart``);
+    0 under a ``--budget`` (:data:`NOT_TIMED`). Unpaired rounds time it every round whatever this says."""
     finalist_keys: list[str] = field(default_factory=list)
     """The search's finalists as the study names them (what tells a stored decision is current)."""
     records: dict[str, Record] = field(init=False)
@@ -434,7 +445,7 @@ class Race:
         without eager beside them (a trial that could not time it): eager alone is then their only
         contrast."""
         unpaired = any(self.records[c.key()].steps and not self.records[c.key()].paired for c in self.racing)
-        return unpaired or times_eager_alone(round_, self.paired)
+        return unpaired or times_eager_alone(round_, self.paired, self.eager_alone_rounds)
 
     def _look(self, final: bool) -> None:
         """Weigh every process so far at this look's confidence; hand the decision to ``on_look``."""
@@ -449,6 +460,8 @@ class Race:
         decision: Decision = weigh(self.records, self.scoring, looks=taken, tie_margin=self.tie_margin)
         decision["rounds_done"] = self.done
         decision["racing"] = [c.key() for c in self.racing]
+        if self.paired and not self.eager_alone_rounds:
+            decision["eager_alone"] = NOT_TIMED
         if self.walls:
             decision["round_s"] = sum(self.walls) / len(self.walls)
         to_decide = decision.get("to_decide")

@@ -240,6 +240,8 @@ def _from_confirmation(decision: dict, scoring: Scoring, tuned_on: dict, study) 
     if heap:  # eager pinned against eager as a user's process starts: a side figure (eager_alone.HEAP_GAIN_DF)
         base.update(heap_gain=heap["gain"], heap_gain_interval=heap["interval"])
         base.update({f"heap_gain_{k}": heap[k] for k in ("df", "withheld") if heap.get(k) is not None})
+    elif decision.get("eager_alone"):  # not timed under a --budget: why the gain is not stated
+        base["eager_alone"] = decision["eager_alone"]
     if decision.get("machine"):
         base["machine"] = decision["machine"]
     base.update(_race_facts(decision, study))

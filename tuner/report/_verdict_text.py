@@ -307,6 +307,8 @@ def heap_facts(tuned) -> list[tuple[str, str, str]]:
                   f"(no interval: {text(m.get('heap_gain_withheld')) or 'too few processes'})")
         facts.append(("the heap pin's own gain", f"eager {ratio(m['heap_gain'])} as fast pinned {within}",
                       "eager pinned over eager as a user's process starts: the pin's own, not compile's"))
+    elif m.get("eager_alone"):
+        facts.append(("the heap pin's own gain", "not measured", text(m["eager_alone"])))
     return facts
 
 

@@ -154,6 +154,9 @@ class Plan:
     confirm_trials: int = 0
     """Trials in a confirmation round (plain compile's and the finalists' processes, three each where
     paired, and eager alone twice: pinned and as started); 0 when off."""
+    eager_alone: int = EAGER_ALONE
+    """Processes of eager alone in a confirmation round's first rounds (none under a ``--budget``
+    where the race is paired: tuner/decide/race.py, ``NOT_TIMED``)."""
     reserve_rounds: int = CONFIRM_RESERVE_ROUNDS
     """The race's rounds the search leaves room for: a paired finalist's first look comes after one
     round (tuner/decide/race.py: ``Race.first_look_after``), an unpaired one's after two."""
@@ -177,14 +180,16 @@ class Plan:
         races = confirming and opts.confirm > 0
         return cls.from_trials(trials, confirm=opts.confirm if confirming else 0, warm_start=opts.warm_start,
                                task=opts.task, per_round=PAIRED_PER_ROUND if paired else 1,
-                               search_share=CONFIRM_TIMING_SHARE if races else 1.0)
+                               search_share=CONFIRM_TIMING_SHARE if races else 1.0,
+                               eager_alone=not (paired and opts.budget is not None))
 
     @classmethod
     def from_trials(cls, trials: Iterable[Any], confirm: int = 0, warm_start: bool = False,
-                    task: str = "infer", per_round: int = 1, search_share: float = 1.0) -> Plan:
+                    task: str = "infer", per_round: int = 1, search_share: float = 1.0, eager_alone: bool = True) -> Plan:
         """``confirm``: finalists confirmation will re-measure (0 when it is off); ``per_round``:
         each candidate's processes in a round (:data:`PAIRED_PER_ROUND` where the race pairs them);
-        ``search_share``: the share of the steps a search trial times."""
+        ``search_share``: the share of the steps a search trial times; ``eager_alone``: whether
+        the race's first rounds time eager alone."""
         trials = list(trials)
         every, compiled, confirming, cold = trial_walls(trials, search_share)
         eager = [confirm_trial_wall(t.user_attrs) for t in trials if t.user_attrs.get("role") == Role.EAGER
@@ -193,11 +198,12 @@ class Plan:
         share = warm_share(measured)
         starts = [warm_start_wall(a, share) for a in measured if a.get("role") != Role.EAGER]
         median = statistics.median
+        alone = EAGER_ALONE if eager_alone else 0
         return cls(trial_s=median(every) if every else None, compiled_trial_s=median(compiled) if compiled else None,
                    confirm_trial_s=median(confirming) if confirming else None,
                    confirm_cold_trial_s=median(cold) if cold else None,
                    eager_alone_s=median(eager) if eager else None,
-                   confirm_trials=per_round * (1 + confirm) + EAGER_ALONE if confirm > 0 else 0,
+                   confirm_trials=per_round * (1 + confirm) + alone if confirm > 0 else 0, eager_alone=alone,
                    reserve_rounds=1 if per_round >= PAIRED_PER_ROUND else CONFIRM_RESERVE_ROUNDS, warm_start=warm_start,
                    warm_start_process_s=median(starts) if starts else None,
                    warm_start_processes=WARM_START_PROCESSES.get(task, 1))
@@ -216,7 +222,7 @@ class Plan:
             return n * each_s
         estimate = self.confirm_cold_trial_s if cold else self.confirm_trial_s
         each_s = estimate if estimate is not None else self.compiled_s
-        alone = min(n, EAGER_ALONE)  # eager alone compiles nothing: a share of the eager baseline's trial
+        alone = min(n, self.eager_alone)  # eager alone compiles nothing: a share of the eager baseline's trial
         return (n - alone) * each_s + alone * (self.eager_alone_s if self.eager_alone_s is not None else each_s)
 
     @property
@@ -279,7 +285,7 @@ class Plan:
         interval."""
         if self.confirm_cold_trial_s is None or self.confirm_trial_s is None or not trials:
             return each_s
-        compiled = max(0, trials - min(trials, EAGER_ALONE))
+        compiled = max(0, trials - min(trials, self.eager_alone))
         saved = compiled * max(0.0, self.confirm_cold_trial_s - self.confirm_trial_s)
         return max(each_s * trials - saved, 0.0) / trials or each_s
 

@@ -58,7 +58,8 @@ class RaceSteps:
                                   self.log, round_fits=clock.round_fits if clock.bounded else None,
                                   tie_margin=opts.tie_margin, on_look=self._answer_so_far,
                                   started=lambda race: setattr(self, "race", race),
-                                  yield_after=MIN_ROUNDS if clock.bounded and self._search_left() else None)
+                                  yield_after=MIN_ROUNDS if clock.bounded and self._search_left() else None,
+                                  eager_alone=not clock.bounded)
 
     def _race_between(self) -> None:
         """After each search trial: the config it measured joins the race at once, its trial one
@@ -193,7 +194,7 @@ class RaceSteps:
                                              self.opts.confirm_rounds, self.log,
                                              round_fits=clock.round_fits if clock.bounded else None,
                                              tie_margin=self.opts.tie_margin, race=self.race,
-                                             on_look=self._answer_so_far)
+                                             on_look=self._answer_so_far, eager_alone=not clock.bounded)
             if study.user_attrs.get(SKIPPED_ATTR) == BUDGET_RAN_OUT:
                 clock.skip("confirmation")
             elif decision and decision.get("cut_short"):
