@@ -420,6 +420,29 @@ def test_a_searched_config_joins_with_its_trial_as_a_process_unless_it_cannot_be
     assert r.next_round_processes() == PAIRED_PER_ROUND - 1 + 1  # its two more, plain compile's one (decided)
 
 
+def test_a_search_trials_third_side_is_stored_and_joins_the_race_with_it():
+    """A search trial in a run that races steps plain compile beside its config (its rival): the
+    study keeps that side, so the candidate's first process is a direct sample against plain
+    compile and a ride of plain compile, as its later race processes are. Until 2026-12-07 the
+    study dropped it: the zoo's search trials paid for the rival and it was thrown away."""
+    from tuner.decide.confirm import CONFIRM_TIMING_SHARE, join_searched
+    from tuner.study._attrs import trial_attrs
+
+    r = race(simulated({PLAIN_COMPILE.key(): 1.3}), per_round=PAIRED_PER_ROUND, beside_plain=True)
+    r.join([PLAIN_COMPILE])
+    r.run(until=2)
+    result = {"status": "ok", "correct": True, "timing": "beside", "step_s": 0.01 / 1.5, "step_mean_s": 0.01 / 1.5,
+              "eager_step_s": 0.01, "eager_step_mean_s": 0.01, "speedup": 1.5, "compile_time_s": 30.0,
+              "timing_share": CONFIRM_TIMING_SHARE, "rival": PLAIN_COMPILE.to_dict(), "rival_step_s": 0.01 / 1.3,
+              "rival_step_mean_s": 0.01 / 1.3, "rival_speedup": 1.5 / 1.3, "rival_compile_s": 4.0}
+    attrs = trial_attrs(TUNED, "search", result, SCORING)
+    assert attrs["rival_step_mean_s"] == pytest.approx(0.01 / 1.3) and attrs["rival"] == PLAIN_COMPILE.to_dict()
+    assert join_searched(r, attrs, SCORING, lambda line: None)
+    record = r.records[TUNED.key()]
+    assert record.rival == [pytest.approx(0.01 / 1.3)]
+    assert record.rival_samples(PLAIN_COMPILE.key()) and record.ride_samples(EAGER.key(), PLAIN_COMPILE.key())
+
+
 def beside_plain(speedups: dict[str, float], process: float = 0.10, spread: float = 0.01, seed: int = 0,
                  rivals: list | None = None):
     """Paired processes whose luck differs widely from process to process (``process``), which

@@ -23,6 +23,10 @@ def test_real_inductor_trial_measures_compile_speed_memory_and_correctness(workl
     assert result["graphs"] >= 1 and result["graph_breaks"] == 0
     assert result["environment"]["threads"] == 1
     assert not list(tmp_path.glob("inductor-cache-*")), "the trial's private cache is removed"
+    # where the process's time went, stage by stage: the compile's stage holds the cold compile
+    stages = result["stage_s"]
+    assert {"setup", "compile", "timing", "correctness"} <= set(stages), stages
+    assert stages["compile"] >= result["compile_time_s"] * 0.9 and sum(stages.values()) <= result["child_wall_s"]
 
 
 def test_input_schedule_counts_recompiles_and_their_reason(workloads, tmp_path):

@@ -223,6 +223,20 @@ class Measurement(TypedDict, total=False):
     slowest_rank: int
     rank_spread: float
     """(slowest - fastest) / fastest of the ranks' compiled step times."""
+    rival: dict[str, Any]
+    """A race process's (a search trial's too, in a run that races) third side: plain compile's
+    config, stepped beside eager and the candidate (tuner/measure/trial.py ``_hold_rival``)."""
+    rival_step_s: float
+    rival_step_mean_s: float
+    """The rival's mean step: with the candidate's, its direct comparison with plain compile, and
+    with eager's, a ride of plain compile (tuner/decide/records.py). Before 2026-12-07 a search
+    trial's were not stored, and a candidate's first process was neither."""
+    rival_speedup: float | None
+    rival_compile_s: float
+    rival_left_out: str
+    stage_s: dict[str, float]
+    """Seconds per stage of the trial process (setup, compile, memory, rival, timing, correctness;
+    the last stage's run to the end), where its wall time went."""
 
 
 #: The measurements a study keeps as trial attributes: every key of :class:`Measurement` but the

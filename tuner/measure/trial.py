@@ -66,9 +66,16 @@ class Recorder:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self.data: dict[str, Any] = {"status": "running", "stage": "setup"}
+        self.data: dict[str, Any] = {"status": "running", "stage": "setup", "stage_s": {}}
+        self._began = time.perf_counter()
 
     def stage(self, name: str) -> None:
+        """A new stage begins: the one before it gets its seconds (``stage_s``: where a process's
+        wall time goes, what the --budget's estimates are made of)."""
+        now = time.perf_counter()
+        spent = self.data["stage_s"]
+        spent[self.data["stage"]] = round(spent.get(self.data["stage"], 0.0) + now - self._began, 3)
+        self._began = now
         self.data["stage"] = name
         self.flush()
 
@@ -142,7 +149,8 @@ def run_trial(spec: TrialSpec, rec: Recorder) -> None:
             return
     elif config.compiles:
         rec.update(correctness_check="not checked here: a confirmation process (the search checked this config)")
-    rec.update(status="ok", stage="done")
+    rec.stage("done")
+    rec.update(status="ok")
 
 
 def _prepare(spec: TrialSpec, rec: Recorder):
