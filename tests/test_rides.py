@@ -125,7 +125,9 @@ def test_a_candidate_whose_compile_is_within_the_margin_compiles_cold_once():
         while r.done < joined + MIN_ROUNDS:
             r.run(until=r.done + 1)
         assert len(r.cold_rounds[TUNED.key()]) == colds
-        assert len(r.cold_rounds[PLAIN_COMPILE.key()]) == COLD_COMPILES  # the yardstick keeps its own
+        # plain compile's baseline compiled cold before the race: within the margin it is its one
+        assert len(r.cold_rounds.get(PLAIN_COMPILE.key(), [])) == (COLD_COMPILES if colds > 1 else 0)
+
 
 
 def test_rides_that_shift_plain_compiles_ratio_are_left_out_and_the_decision_says_why():

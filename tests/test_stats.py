@@ -276,6 +276,20 @@ def test_a_cold_compiles_spread_is_pooled_over_the_candidates_cold_compiles():
     assert half(alone) > 400 and half(pooled) < 100, (half(alone), half(pooled))
 
 
+def test_compiles_measured_cold_once_each_take_the_prior_spread_and_a_pool_replaces_it():
+    # every compile under the tie margin is measured cold once (race.Race._cold_compiles): no pair
+    # gives a spread, so each takes PRIOR_COLD_SPREAD as known, not its own mean as its error (a
+    # 53 s compile +-4,000 s wide at a look's t quantile, before 2026-12-07)
+    once = stats.compile_costs({"plain": [53.0], "opt": [79.0]})
+    assert once["plain"].compile_se == pytest.approx(53.0 * stats.PRIOR_COLD_SPREAD)
+    assert stats.t_quantile(0.998, once["plain"].compile_df) < 3.2  # a normal quantile, 3.09
+    # twice the most a cold compile varied by here (3-5 %): the prior is the wider of the two
+    assert 2 * 0.05 <= stats.PRIOR_COLD_SPREAD
+    # one pair anywhere sets the spread for all, as before
+    pooled = stats.compile_costs({"plain": [53.0], "opt": [79.0, 80.0]})
+    assert pooled["plain"].compile_df == 1 and pooled["plain"].compile_se < 53.0 * 0.02
+
+
 def cold_compile_misses(confidence: float = 0.95, runs: int = 2000) -> dict[str, int]:
     """How often the cold compile mean's interval at ``confidence`` misses its truth: cold compiles
     3-5 % apart, warm ones 1-2 %, three candidates' cold pairs pooled (``cold``), or pooled with the

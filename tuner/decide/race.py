@@ -422,17 +422,21 @@ class Race:
 
     def _cold_compiles(self, key: str) -> int:
         """The cold compiles a candidate is measured with: :data:`COLD_COMPILES`, or one (its search
-        trial's) for a candidate beyond plain compile whose cold compile, or plain compile's before
-        it is measured, costs less than the tie margin of eager's total. Its compile's spread is
-        then pooled from the others' (``stats.compile_costs``), and the whole compile is within the
+        trial's, or plain compile's baseline trial's) for a candidate whose cold compile, or plain
+        compile's before it is measured, costs less than the tie margin of eager's total. Its
+        compile's spread is then pooled from the others' where one has two, else the prior
+        (``stats.compile_costs``, ``PRIOR_COLD_SPREAD``), and the whole compile is within the
         margin, so no second sample of it can move a decision; a cold process of a model whose step
         takes a second costs a minute (the zoo's Llama training: 46 s of a 10,000-step total of
-        11,361 s)."""
-        if key == PLAIN_COMPILE.key():
-            return COLD_COMPILES
+        11,361 s; GPT-2 training's plain compile compiled cold three times, 53 s each, against a
+        142 s margin)."""
         own, plain = self.records.get(key), self.records.get(PLAIN_COMPILE.key())
         first = (own.cold if own and own.cold else plain.cold if plain and plain.cold else [None])[0]
         small = first is not None and first < self.tie_margin * self.scoring.steps * self.scoring.eager_step_s
+        if key == PLAIN_COMPILE.key():
+            # its baseline trial compiled cold before the race (its first compile, reported apart):
+            # below the margin that one is all it needs
+            return 0 if small and plain is not None and plain.first_compile else COLD_COMPILES
         return 1 if small else COLD_COMPILES
 
     def _plain_steps(self) -> bool:
