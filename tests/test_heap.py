@@ -163,3 +163,17 @@ def test_under_a_budget_the_verdict_says_why_the_heap_gain_was_not_measured(tmp_
     out = verdict_text(tuned, "b.yaml")
     assert "the heap pin's own gain: not measured (not timed under the --budget" in out
     assert "heap: pinned by apply_config, whatever the verdict" in out
+
+
+def test_the_verdict_says_what_an_interval_beyond_plain_would_take():
+    # the zoo's GPT-2 training at --budget 10m: +optimizer measured once, 1.28x plain compile's steps
+    beyond = {"config_label": "whole/inductor/default +optimizer", "saving_s": 1481.2, "saving_interval_s": [None, None],
+              "speedup": 1.28, "speedup_interval": [None, None], "to_interval": {"processes": 5, "seconds": 212.0}}
+    out = verdict_text(stay_eager(beyond_plain=beyond, search={"configs_searched": 2, "configs_in_space": 8}),
+                       "b.yaml")
+    assert "+1481.2 s over plain torch.compile (no interval: one round)" in out
+    assert "an interval needs 5 more of its processes, about 3m 32s: a --budget that much longer" in out
+    # a decided one says nothing of it
+    decided = {**beyond, "saving_interval_s": [900.0, 2000.0], "zone": "beats"}
+    decided.pop("to_interval")
+    assert "an interval needs" not in verdict_text(stay_eager(beyond_plain=decided), "b.yaml")

@@ -531,3 +531,22 @@ def test_each_candidate_keeps_its_unadjusted_95_percent_intervals_beside_the_loo
     lo, hi = u["saving_interval_s"]
     assert plain["saving_interval_s"][0] < lo < plain["saving_s"] < hi < plain["saving_interval_s"][1]
     assert abs(math.exp(u["log_speedup"]) - plain["speedup"]) < 1e-12
+
+
+def test_a_best_config_beyond_plain_without_an_interval_says_what_one_would_take():
+    """A candidate with one round of its own states no interval: the decision says how many more of
+    its processes an interval needs, and about how long they take at the last round's pace, so an
+    answer cut short by a --budget says what a longer one buys."""
+    r = race(beside_plain({PLAIN_COMPILE.key(): 1.3, TUNED.key(): 1.6}), per_round=PAIRED_PER_ROUND,
+             beside_plain=True)
+    r.join([PLAIN_COMPILE])
+    r.run(until=2)
+    r.join([TUNED])
+    d = r.run(until=3)
+    beyond = d["beyond_plain"]
+    assert beyond["key"] == TUNED.key() and beyond["saving_interval_s"] == [None, None]
+    each = r.walls[-1] / r.ran
+    assert beyond["to_interval"] == {"processes": PAIRED_PER_ROUND * MIN_ROUNDS - PAIRED_PER_ROUND,
+                                     "seconds": pytest.approx(PAIRED_PER_ROUND * each, abs=0.1)}
+    d = r.run(until=4)  # its second round: an interval, nothing more to say
+    assert d["beyond_plain"]["saving_interval_s"][0] is not None and "to_interval" not in d["beyond_plain"]

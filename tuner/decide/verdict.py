@@ -304,7 +304,7 @@ def _race_facts(decision: dict, study) -> dict[str, Any]:
     if beyond:  # the best config beyond plain compile, against plain compile (tuner/decide/against_plain.py)
         facts["beyond_plain"] = {k: beyond.get(k) for k in ("config_label", "zone", "saving_s", "saving_interval_s",
                                                             "speedup", "speedup_interval", "margin_s", "dropped",
-                                                            "compared", "df")
+                                                            "compared", "df", "to_interval")
                                  if beyond.get(k) is not None}
         if decision.get("beyond_plain_most_s") is not None:
             facts["beyond_plain"]["most_any_saves_s"] = decision["beyond_plain_most_s"]

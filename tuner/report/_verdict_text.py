@@ -8,6 +8,7 @@ import textwrap
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..core.durations import format_duration
 from ..core.precision import CHANGES_NUMERICS
 from ..core.precision import FLAG as PRECISION_FLAG
 from ..core.precision import MEANING as PRECISION_MEANING
@@ -330,7 +331,8 @@ def _against_plain_facts(m: dict) -> list[tuple[str, str, str]]:
         facts.append(("best beyond plain compile", f"{text(beyond.get('config_label'))}: {saving} "
                       f"over plain torch.compile {_between(lo, hi, _signed)}",
                       f"{ratio(beyond.get('speedup'))} plain's steps, compile costs included; {zone}"
-                      + (f"; stopped racing: {text(beyond['dropped'])}" if beyond.get("dropped") else "")))
+                      + (f"; stopped racing: {text(beyond['dropped'])}" if beyond.get("dropped") else "")
+                      + _to_interval_words(beyond)))
     rides = m.get("plain_rides") or {}
     if rides.get("processes"):
         how = ("pooled with its own processes" if rides.get("pooled") else
@@ -338,6 +340,15 @@ def _against_plain_facts(m: dict) -> list[tuple[str, str, str]]:
         facts.append(("plain compile's rides", f"{rides['processes']} candidate process(es) stepped it beside eager",
                       how))
     return facts
+
+
+def _to_interval_words(beyond: dict) -> str:
+    """``; an interval needs 5 more of its processes, about 3m 20s: a --budget that much longer``."""
+    need = beyond.get("to_interval") or {}
+    if not number(need.get("processes")) or not number(need.get("seconds")) or beyond.get("dropped"):
+        return ""
+    return (f"; an interval needs {need['processes']} more of its processes, about "
+            f"{format_duration(float(need['seconds']))}: a --budget that much longer would measure them")
 
 
 #: What the saving's interval showed (tuner/decide/stats.py's zones), after the tie margin's note.
