@@ -233,6 +233,24 @@ def test_a_confirmation_round_measured_faster_than_estimated_lets_the_next_one_r
     assert plan.confirm_round_fits(left, trials=3, each_s=3.0)  # the round before took 3 s a trial
 
 
+def test_a_part_of_a_round_that_did_not_fit_is_priced_from_the_same_round():
+    # Under a --budget no round times eager alone: a process left out of a round is a candidate's.
+    now = [0.0]
+    clock = RunClock(100.0, now=lambda: now[0])
+    clock.plan = lambda: Plan(trial_s=8.0, compiled_trial_s=10.0, confirm_trial_s=40.0, confirm_trials=2,
+                              eager_alone=0)
+    assert clock.round_fits(2, None)
+    now[0] += 30.0
+    assert clock.round_fits(2, 2)  # 15 s a process
+    now[0] += 40.0  # 20 s a process: two do not fit in the 30 s left beside the outputs' 5 s
+    assert not clock.round_fits(2, 2)
+    # one, asked next, is priced from that round too (not from the 0 s since the refused ask)
+    assert not clock.round_fits(2, 2)
+    assert clock.round_fits(1, 2) and clock.round_began == now[0]
+    now[0] += 25.0  # that process took 25 s: none fits in the 5 s left
+    assert not clock.round_fits(1, 1)
+
+
 def test_the_clock_sizes_the_next_round_by_what_the_round_before_took():
     now = [0.0]
     clock = RunClock(100.0, now=lambda: now[0])

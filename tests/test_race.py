@@ -550,3 +550,36 @@ def test_a_best_config_beyond_plain_without_an_interval_says_what_one_would_take
                                      "seconds": pytest.approx(PAIRED_PER_ROUND * each, abs=0.1)}
     d = r.run(until=4)  # its second round: an interval, nothing more to say
     assert d["beyond_plain"]["saving_interval_s"][0] is not None and "to_interval" not in d["beyond_plain"]
+
+
+def test_where_a_whole_round_does_not_fit_a_candidate_short_of_its_interval_gets_one_process():
+    """Under a --budget that fits one process but not a round, the candidate with one round of its own
+    runs one more (plain compile riding in it), and the race's last look states its interval: a
+    large gain is decided on four processes rather than left with none."""
+    r = race(beside_plain({PLAIN_COMPILE.key(): 1.3, TUNED.key(): 1.3 * 1.25}), per_round=PAIRED_PER_ROUND,
+             beside_plain=True)
+    r.join([PLAIN_COMPILE])
+    r.run(until=2)
+    r.join([TUNED])
+    r.run(until=3)
+    assert r.decision["beyond_plain"]["saving_interval_s"] == [None, None]
+    asked = []
+
+    def fits(n, ran):
+        asked.append(n)
+        return n <= 1
+
+    d = r.run(fits)
+    assert asked == [PAIRED_PER_ROUND, 1] and r.ran == 1 and r.done == 4
+    assert r.records[TUNED.key()].rounds == MIN_ROUNDS and r.records[TUNED.key()].processes == PAIRED_PER_ROUND + 1
+    beyond = d["beyond_plain"]
+    assert beyond["zone"] == "beats" and beyond["saving_interval_s"][0] > 0, beyond
+    assert d["cut_short"] == f"4 of {r.rounds} rounds" and r.spent == 4
+    # nothing short of its interval: a whole round that does not fit is not cut into parts
+    asked.clear()
+    r2 = race(beside_plain({PLAIN_COMPILE.key(): 1.02}, spread=0.03), per_round=PAIRED_PER_ROUND, beside_plain=True)
+    r2.join([PLAIN_COMPILE])
+    r2.run(until=2)
+    assert not r2.settled()
+    r2.run(fits)
+    assert asked == [PAIRED_PER_ROUND] and r2.done == 2

@@ -296,8 +296,8 @@ class Plan:
         (:attr:`eager_alone_s`) comes off. A dropped candidate's process costs more than that: the
         estimate errs long, as a budget's should."""
         left_out = ran - trials
-        if left_out <= 0 or trials <= 0:
-            return each_s
+        if left_out <= 0 or trials <= 0 or not self.eager_alone:
+            return each_s  # (under a --budget no round times eager alone: a process is a process)
         alone_s = self.eager_alone_s if self.eager_alone_s is not None else 0.0
         return max(each_s * ran - left_out * alone_s, 0.0) / trials or each_s
 

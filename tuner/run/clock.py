@@ -109,9 +109,9 @@ class RunClock:
         now = self.now()
         plan = self.plan()
         each_s = (now - self.round_began) / ran if ran and self.round_began is not None else None
+        timed = self.rounds_timed + (each_s is not None)
         if each_s is not None:
-            self.rounds_timed += 1
-            if self.rounds_timed == 1:
+            if timed == 1:
                 each_s = plan.warm_after_cold(each_s, ran or 0)
             each_s = plan.without_eager_alone(each_s, ran or 0, trials)
         elif ran is None and self.race_round is not None and self.race_round[1] > 0:
@@ -122,8 +122,10 @@ class RunClock:
             # two-sided processes, and the run ended 1m 56s over its budget.
             wall, processes = self.race_round
             each_s = plan.without_eager_alone(wall / processes, processes, trials)
-        self.round_began = now
-        return plan.confirm_round_fits(self.left(), trials, each_s)
+        fits = plan.confirm_round_fits(self.left(), trials, each_s)
+        if fits:  # a round runs: the next call times it. One that does not fit may be asked for less
+            self.round_began, self.rounds_timed = now, timed  # (a part of it: Race.run), priced the same
+        return fits
 
     def has_room(self, seconds: float) -> bool:
         """Whether about ``seconds`` more fit, the outputs still to write (``fits`` also logs)."""
