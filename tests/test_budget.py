@@ -59,7 +59,8 @@ def trial(wall, role="search", warm=None, **extra):
 
 def test_the_plan_takes_medians_and_leaves_out_repeats_and_interrupted_trials():
     trials = [trial(2.0, "eager"), trial(10.0, "plain"), trial(12.0, warm=4.0), trial(14.0),
-              trial(99.0, duplicate_of=3), trial(99.0, interrupted=True), SimpleNamespace(user_attrs={"role": "search"})]
+              trial(99.0, duplicate_of=3), trial(99.0, interrupted=True),
+              SimpleNamespace(user_attrs={"role": "search"})]
     plan = Plan.from_trials(trials, confirm=2, warm_start=True)
     assert plan.trial_s == 12.0  # median of 2, 10, 16 (12 + its warm compile), 14
     # plain, 2 finalists, and eager's processes of the round (alone twice, once as a user's process starts)

@@ -484,7 +484,8 @@ class Race:
         the verdict said only "no interval: one round"."""
         beyond = decision.get("beyond_plain") or {}
         record = self.records.get(beyond.get("key") or "")
-        if record is None or (beyond.get("saving_interval_s") or [None])[0] is not None or not (self.walls and self.ran):
+        stated = (beyond.get("saving_interval_s") or [None])[0] is not None
+        if record is None or stated or not (self.walls and self.ran):
             return
         need = max(1, self.per_round * MIN_ROUNDS - record.processes)
         beyond["to_interval"] = {"processes": need, "seconds": round(need * self.walls[-1] / self.ran, 1)}

@@ -185,7 +185,8 @@ class Plan:
 
     @classmethod
     def from_trials(cls, trials: Iterable[Any], confirm: int = 0, warm_start: bool = False,
-                    task: str = "infer", per_round: int = 1, search_share: float = 1.0, eager_alone: bool = True) -> Plan:
+                    task: str = "infer", per_round: int = 1, search_share: float = 1.0,
+                    eager_alone: bool = True) -> Plan:
         """``confirm``: finalists confirmation will re-measure (0 when it is off); ``per_round``:
         each candidate's processes in a round (:data:`PAIRED_PER_ROUND` where the race pairs them);
         ``search_share``: the share of the steps a search trial times; ``eager_alone``: whether
