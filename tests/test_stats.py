@@ -276,18 +276,27 @@ def test_a_cold_compiles_spread_is_pooled_over_the_candidates_cold_compiles():
     assert half(alone) > 400 and half(pooled) < 100, (half(alone), half(pooled))
 
 
-def test_compiles_measured_cold_once_each_take_the_prior_spread_and_a_pool_replaces_it():
+def test_compiles_measured_cold_once_take_the_prior_spread_pooled_with_the_pairs_there_are():
     # every compile under the tie margin is measured cold once (race.Race._cold_compiles): no pair
-    # gives a spread, so each takes PRIOR_COLD_SPREAD as known, not its own mean as its error (a
-    # 53 s compile +-4,000 s wide at a look's t quantile, before 2026-12-07)
+    # gives a spread, so PRIOR_COLD_SPREAD stands in at PRIOR_COLD_DF degrees of freedom, not a
+    # compile's own mean as its error (a 53 s compile +-4,000 s wide at a look, before 2026-12-07)
     once = stats.compile_costs({"plain": [53.0], "opt": [79.0]})
     assert once["plain"].compile_se == pytest.approx(53.0 * stats.PRIOR_COLD_SPREAD)
-    assert stats.t_quantile(0.998, once["plain"].compile_df) < 3.2  # a normal quantile, 3.09
-    # twice the most a cold compile varied by here (3-5 %): the prior is the wider of the two
+    assert once["plain"].compile_df == stats.PRIOR_COLD_DF
+    half = stats.t_quantile(0.997, once["plain"].compile_df) * once["plain"].compile_se
+    assert 20 < half < 0.25 * 142  # inside a quarter of GPT-2 training's margin, not a point
+    # twice the most a cold compile varied by here (3-5 %)
     assert 2 * 0.05 <= stats.PRIOR_COLD_SPREAD
-    # one pair anywhere sets the spread for all, as before
-    pooled = stats.compile_costs({"plain": [53.0], "opt": [79.0, 80.0]})
-    assert pooled["plain"].compile_df == 1 and pooled["plain"].compile_se < 53.0 * 0.02
+    # one pair beside them joins the prior, not replaces it: 1 df alone made BERT's 26 s compile
+    # +-260 s wide at a look (the zoo, 2026-12-07)
+    pooled = stats.compile_costs({"plain": [25.6], "opt": [40.7, 42.7]})["plain"]
+    assert pooled.compile_df == stats.PRIOR_COLD_DF + 1
+    assert stats.t_quantile(0.997, pooled.compile_df) * pooled.compile_se < 15
+    # a pair far apart still widens it: the prior is not a ceiling
+    wide = stats.compile_costs({"plain": [25.6], "opt": [30.0, 45.0]})["plain"]
+    assert wide.compile_se > pooled.compile_se * 1.3
+    # every candidate measured twice: the pairs alone, as before
+    assert stats.compile_costs({"a": [40.0, 42.0]})["a"].compile_df == 1
 
 
 def cold_compile_misses(confidence: float = 0.95, runs: int = 2000) -> dict[str, int]:

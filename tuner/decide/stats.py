@@ -240,17 +240,19 @@ class Cost:
     compile_df: float
 
 
-#: A cold compile's relative spread where no candidate has two cold compiles to pool: every compile
-#: in the race is under the tie margin of eager's total, and each is measured cold once
-#: (``race.Race._cold_compiles``). Cold compiles here vary by 3-5 % (the pooled figures of the zoo's
-#: races); this is twice the most, taken as known (:data:`PRIOR_COLD_DF`). Below the margin the
-#: compile's part of a saving's interval is then at most a third of the margin at a look's
-#: confidence, and no second cold compile, a minute of a model whose step takes a second, is run
-#: to learn it. Before 2026-12-07 plain compile compiled cold three times whatever its size: on the
-#: zoo's GPT-2 training 53 s compiles against a 142 s margin cost the opening about 90 s.
+#: A cold compile's relative spread, as a prior, where a candidate was measured cold once: every
+#: compile under the tie margin of eager's total is (``race.Race._cold_compiles``), so few or no
+#: pairs give a spread. Cold compiles here vary by 3-5 % (the pooled figures of the zoo's races);
+#: this is twice the most. It counts as :data:`PRIOR_COLD_DF` degrees of freedom pooled with the
+#: pairs there are. Before 2026-12-07 plain compile compiled cold three times whatever its size:
+#: on the zoo's GPT-2 training 53 s compiles against a 142 s margin cost the opening about 90 s.
 PRIOR_COLD_SPREAD = 0.10
-#: The degrees of freedom :data:`PRIOR_COLD_SPREAD` is taken at: a known figure (a normal quantile).
-PRIOR_COLD_DF = 1000.0
+#: The degrees of freedom :data:`PRIOR_COLD_SPREAD` counts as. Not many: a pair that differs by far
+#: more still widens the interval. With no pair a 53 s compile is +-30 s at a look's confidence
+#: (t at 4 df), well inside a 142 s margin; one pair alone at 1 df made the zoo's BERT server's
+#: 26 s compile +-260 s wide at one look (2026-12-07, the prior then taken as known when no pair
+#: existed, and not at all beside one).
+PRIOR_COLD_DF = 4
 
 
 def compile_costs(samples: dict[str, list[float]], replicates: Iterable[Sequence[float]] = ()) -> dict[str, Cost]:
@@ -265,26 +267,28 @@ def compile_costs(samples: dict[str, list[float]], replicates: Iterable[Sequence
     compiles of one candidate alone give one, whose t quantile at the looks' confidence (76 at
     99.6 %) makes a 42 s compile +-520 s wide (the zoo's ResNet-50, 2026-12-03: cold compiles of
     48.6 s and 35.0 s); three candidates' pairs give three. A candidate with one sample borrows
-    the pooled spread. Where none has two (each compiled cold once, every compile under the tie
-    margin), each is given :data:`PRIOR_COLD_SPREAD`.
+    the pooled spread. Where a candidate was measured cold once (its compile under the tie
+    margin), :data:`PRIOR_COLD_SPREAD` joins the pool as :data:`PRIOR_COLD_DF` degrees of freedom.
 
     >>> cost = compile_costs({"a": [40.0, 42.0], "b": [20.0, 20.8]})["a"]
     >>> round(cost.compile_s, 1), cost.compile_df
     (41.0, 2.0)
     >>> once = compile_costs({"a": [40.0], "b": [20.0]})["a"]
-    >>> once.compile_se, once.compile_df
-    (4.0, 1000.0)
+    >>> round(once.compile_se, 3), once.compile_df
+    (4.0, 4.0)
     """
     groups = [[math.log(v) for v in vs if v > 0] for vs in [*samples.values(), *replicates]]
     ss = sum(sum((v - sum(vs) / len(vs)) ** 2 for v in vs) for vs in groups if len(vs) > 1)
     df = sum(len(vs) - 1 for vs in groups if len(vs) > 1)
-    rel, rel_df = (math.sqrt(ss / df), float(df)) if df else (PRIOR_COLD_SPREAD, PRIOR_COLD_DF)
+    if any(len([v for v in vs if v > 0]) == 1 for vs in samples.values()):
+        ss, df = ss + PRIOR_COLD_DF * PRIOR_COLD_SPREAD ** 2, df + PRIOR_COLD_DF
+    rel, rel_df = (math.sqrt(ss / df), float(df)) if df else (0.0, 0.0)
     out = {}
     for k, vs in samples.items():
         positive = [v for v in vs if v > 0]
         mean = sum(positive) / len(positive) if positive else 0.0
-        se = mean * rel / math.sqrt(len(positive)) if positive else 0.0
-        out[k] = Cost(k, mean, se, rel_df if positive else math.inf)
+        se = mean * rel / math.sqrt(len(positive)) if positive and df else (mean if positive else 0.0)
+        out[k] = Cost(k, mean, se, rel_df if df else (1.0 if positive else math.inf))
     return out
 
 
