@@ -236,12 +236,7 @@ def _from_confirmation(decision: dict, scoring: Scoring, tuned_on: dict, study) 
         "spread": decision.get("spread"), "spread_df": decision.get("spread_df"),
         "paired": decision.get("paired"), "process_spread": decision.get("process_spread"),
     }
-    heap = decision.get("heap")
-    if heap:  # eager pinned against eager as a user's process starts: a side figure (eager_alone.HEAP_GAIN_DF)
-        base.update(heap_gain=heap["gain"], heap_gain_interval=heap["interval"])
-        base.update({f"heap_gain_{k}": heap[k] for k in ("df", "withheld") if heap.get(k) is not None})
-    elif decision.get("eager_alone"):  # not timed under a --budget: why the gain is not stated
-        base["eager_alone"] = decision["eager_alone"]
+    base.update(_heap_gain(decision))
     if decision.get("machine"):
         base["machine"] = decision["machine"]
     base.update(_race_facts(decision, study))
@@ -279,6 +274,16 @@ def _from_confirmation(decision: dict, scoring: Scoring, tuned_on: dict, study) 
                         recompiles=trial.user_attrs.get("recompiles"),
                         search_speedup_in_process=trial.user_attrs.get("speedup"))
     return TunedConfig(config, "compile", _rounded(measured), tuned_on)
+
+
+def _heap_gain(decision: dict) -> dict[str, Any]:
+    """Eager pinned against eager as a user's process starts: a side figure (eager_alone.HEAP_GAIN_DF);
+    under a --budget not timed, and why (race.NOT_TIMED)."""
+    heap = decision.get("heap")
+    if not heap:
+        return {"eager_alone": decision["eager_alone"]} if decision.get("eager_alone") else {}
+    return {"heap_gain": heap["gain"], "heap_gain_interval": heap["interval"],
+            **{f"heap_gain_{k}": heap[k] for k in ("df", "withheld") if heap.get(k) is not None}}
 
 
 def _race_facts(decision: dict, study) -> dict[str, Any]:
