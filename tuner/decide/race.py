@@ -469,11 +469,10 @@ class Race:
         round's three processes (two minutes) did not fit in the 68 s left, and the run ended with
         it undecided and 11 % of the budget unused."""
         plain = PLAIN_COMPILE.key()
-        short = [c.key() for c in self.racing if c.key() != plain
-                 and 0 < self.records[c.key()].rounds < MIN_ROUNDS and self.done - self.records[c.key()].joined >= 1]
-        if short and not self.rides():
-            short.append(plain)
-        return {key: 1 for key in short} if any(k != plain for k in short) else {}
+        short = [c.key() for c in self.racing if c.key() != plain and 0 < self.records[c.key()].rounds < MIN_ROUNDS]
+        if not short:
+            return {}
+        return {key: 1 for key in (*short, *([] if self.rides() else [plain]))}
 
     def _to_interval(self, decision: Decision) -> None:
         """Where the best config beyond plain compile has no interval yet (fewer than

@@ -282,13 +282,13 @@ def compile_costs(samples: dict[str, list[float]], replicates: Iterable[Sequence
     df = sum(len(vs) - 1 for vs in groups if len(vs) > 1)
     if any(len([v for v in vs if v > 0]) == 1 for vs in samples.values()):
         ss, df = ss + PRIOR_COLD_DF * PRIOR_COLD_SPREAD ** 2, df + PRIOR_COLD_DF
-    rel, rel_df = (math.sqrt(ss / df), float(df)) if df else (0.0, 0.0)
+    rel = math.sqrt(ss / df) if df else 0.0
     out = {}
     for k, vs in samples.items():
         positive = [v for v in vs if v > 0]
         mean = sum(positive) / len(positive) if positive else 0.0
         se = mean * rel / math.sqrt(len(positive)) if positive and df else (mean if positive else 0.0)
-        out[k] = Cost(k, mean, se, rel_df if df else (1.0 if positive else math.inf))
+        out[k] = Cost(k, mean, se, float(df) if df else (1.0 if positive else math.inf))
     return out
 
 
