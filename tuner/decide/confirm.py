@@ -35,6 +35,7 @@ from .race import EAGER_ALONE, EAGER_ALONE_ROUNDS, MIN_ROUNDS, PAIRED_PER_ROUND,
 from .search import Tuner
 from .verdict import SKIPPED_ATTR, finalist_configs
 from .verdict import ranked as ranked_trials
+from .waiting import Waiting, estimated_total
 
 
 class Decision(TypedDict, total=False):
@@ -140,7 +141,9 @@ def join_searched(race: Race, attrs: dict[str, Any] | None, scoring: Scoring, lo
     """The config a search trial just measured joins the run's race, that trial one of its
     processes where it was timed as one (the race's share of the steps, eager beside it:
     ``Race.join``), unless it failed, computed wrongly, ran over the memory bound or cannot win
-    (:func:`could_win`). Whether it joined."""
+    (:func:`could_win`); where a candidate beyond plain compile already races undecided against it
+    (``Race.slots``), it waits, best first, for its turn (tuner/decide/waiting.py). Whether it
+    joined now."""
     if (not attrs or attrs.get("status") != "ok" or not attrs.get("correct") or scoring.over_memory(attrs)
             or not could_win(attrs, scoring) or attrs.get("duplicate_of") is not None):
         return False
@@ -155,12 +158,21 @@ def join_searched(race: Race, attrs: dict[str, Any] | None, scoring: Scoring, lo
             f"after round {race.spent} spent the error rate), so it is not compared with plain torch.compile")
         return False
     share = float(attrs.get("timing_share") or 1.0)
-    opened = {config.key(): dict(attrs)} if math.isclose(share, CONFIRM_TIMING_SHARE) else None
-    joined = race.join([config], opened=opened)
-    if joined:
-        log(f"  {config.describe()} joins the race (round {race.done + 1}): against eager and plain torch.compile, "
-            "its search trial one of its processes")
+    opened = dict(attrs) if math.isclose(share, CONFIRM_TIMING_SHARE) else None
+    total, reading = estimated_total(attrs, scoring, _plain_speedup(race))
+    race.wait(Waiting(config, opened, total, reading))
+    joined = race.admit()
+    if not joined:
+        log(f"  {config.describe()} waits to race ({reading}): a candidate beyond plain torch.compile races "
+            "undecided against it first; the best waiting one joins when it is decided")
     return bool(joined)
+
+
+def _plain_speedup(race: Race) -> float | None:
+    """Plain compile's speedup over eager as the race's last look measured it, or None."""
+    plain = next((c for c in race.decision.get("candidates") or []
+                  if c.get("config") == PLAIN_COMPILE.to_dict() and c.get("speedup")), None)
+    return float(plain["speedup"]) if plain else None
 
 
 #: How many of the race's paired spreads a search trial's own speedup may be too low by, at most,
@@ -215,7 +227,7 @@ def new_race(study, scoring: Scoring, tuner: Tuner, k: int, rounds: int, log=pri
                              timing=timing, check_correctness=False, heap=heap, **({"rival": rival} if rival else {}))
 
     race = Race(scoring, measure, rounds=rounds, heap_apart=heap_apart, paired=paired, tie_margin=tie_margin, log=log,
-                per_round=PAIRED_PER_ROUND if paired else 1, beside_plain=paired,
+                per_round=PAIRED_PER_ROUND if paired else 1, beside_plain=paired, slots=max(1, k),
                 eager_alone_rounds=EAGER_ALONE_ROUNDS if eager_alone else 0)
 
     def store(decision: dict) -> None:
@@ -312,7 +324,9 @@ def confirm_finalists(study, scoring: Scoring, tuner: Tuner, k: int, rounds: int
                   if plain is not None else None, baseline=dict(plain.user_attrs) if plain is not None else None)
         race.take_eager_baseline(_eager_baseline(study))
     race.finalist_keys = keys
-    joined = race.join(finalists)
+    # a finalist waiting for its turn joins when one frees, its search trial one of its processes
+    waiting = {w.config.key() for w in race.waiting}
+    joined = race.join([c for c in finalists if c.key() not in waiting])
     log(f"confirming {len(joined)} more finalist(s) against eager and plain torch.compile ({len(race.racing)} "
         f"racing): fresh processes, round by round until decided (at most {rounds} rounds of the race; "
         f"{race.done} run) ...")

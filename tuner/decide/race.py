@@ -42,6 +42,7 @@ from ..core.config import EAGER, PLAIN_COMPILE, CompileConfig
 from ..core.score import Scoring
 from . import stats
 from .evidence import AS_STARTED, Record, weigh
+from .waiting import Waiting
 
 #: The fewest rounds before a candidate's first look: one more than it takes to see any spread.
 MIN_ROUNDS = 2
@@ -120,6 +121,9 @@ class Race:
     eager_alone_rounds: int = EAGER_ALONE_ROUNDS
     """Paired: the first rounds that time eager alone (pinned, and as started where ``heap_apart``);
     0 under a ``--budget`` (:data:`NOT_TIMED`). Unpaired rounds time it every round whatever this says."""
+    slots: int = 1
+    """Candidates beyond plain compile racing undecided against it at once; the search's others wait
+    (:attr:`waiting`, :meth:`admit`)."""
     finalist_keys: list[str] = field(default_factory=list)
     """The search's finalists as the study names them (what tells a stored decision is current)."""
     records: dict[str, Record] = field(init=False)
@@ -137,6 +141,8 @@ class Race:
     """Candidate key -> the round whose processes its baseline or search trial opened (:meth:`join`)."""
     looked: list[int] = field(init=False, default_factory=list)
     """The rounds after which the race looked (:meth:`looks_now`)."""
+    waiting: list[Waiting] = field(init=False, default_factory=list)
+    """Searched configs waiting for a slot (tuner/decide/waiting.py), best first when one frees."""
     spent: int | None = field(init=False, default=None)
     """The round after which a look spent what was left of the error rate (the race's last round,
     or a ``--budget``'s cut): no round runs after it (:meth:`run`)."""
@@ -221,7 +227,9 @@ class Race:
         ``round_fits(processes, ran)`` (a ``--budget``) says the next round does not fit; then it
         looks once more, spending what the error rate has left, and the decision says
         ``cut_short``. After a look that spent what was left (that one, or the race's last round's)
-        it runs no round again: the decision stands and says why (``looks_closed``)."""
+        it runs no round again: the decision stands and says why (``looks_closed``). A waiting
+        candidate joins as a slot frees (:meth:`admit`), before the first round and after each look."""
+        self.admit()
         if self.decision and self.settled():
             return self.decision  # settled, and nothing joined since that would need its own look
         if self.spent is not None:
@@ -255,6 +263,7 @@ class Race:
                 continue
             self._look(final=self.done >= self.rounds)
             dropped = self._drop()
+            self.admit()  # a candidate decided (or dropped) frees its slot: the next one races from the next round
             if self.settled():
                 self.log(f"  race round {self.done}/{self.rounds} done: {self.decision.get('verdict') or 'failed'}"
                          + _dropped_words(dropped))
@@ -397,6 +406,29 @@ class Race:
         return sum(1 for c in self.racing if c.key() != PLAIN_COMPILE.key()
                    and (c.key() in open_ or self.done - self.records[c.key()].joined < MIN_ROUNDS))
 
+    def wait(self, entry: Waiting) -> None:
+        """A searched config waits for a slot (one in the race or waiting already stays as it is)."""
+        key = entry.config.key()
+        if key not in self.records and all(w.config.key() != key for w in self.waiting):
+            self.waiting.append(entry)
+
+    def admit(self) -> list[CompileConfig]:
+        """The waiting candidates with the lowest total as their search trial read it join, while
+        fewer than :attr:`slots` beyond plain compile race undecided against it and the race may
+        still look. Returns those that joined."""
+        joined: list[CompileConfig] = []
+        while self.waiting and self.spent is None and self.undecided_beyond_plain() < self.slots:
+            entry = min(self.waiting, key=lambda w: w.total_s)
+            self.waiting.remove(entry)
+            key = entry.config.key()
+            new = self.join([entry.config], opened={key: entry.trial} if entry.trial else None)
+            if new:
+                kept = "; that trial one of its processes" if entry.trial else ""
+                self.log(f"  {entry.config.describe()} joins the race (round {self.done + 1}): against eager and plain "
+                         f"torch.compile ({entry.reading}{kept})")
+            joined += new
+        return joined
+
     def _round(self, only: dict[str, int] | None = None) -> None:
         """One round: each candidate's processes, eager alone where the round times it. ``only``:
         key -> processes, a part of a round (:meth:`_part_round`): those alone."""
@@ -502,6 +534,9 @@ class Race:
         decision: Decision = weigh(self.records, self.scoring, looks=taken, tie_margin=self.tie_margin)
         decision["rounds_done"] = self.done
         decision["racing"] = [c.key() for c in self.racing]
+        if self.waiting:  # searched, not yet raced: what their search trials read
+            decision["waiting"] = [{"config_label": w.config.describe(), "reading": w.reading}
+                                   for w in sorted(self.waiting, key=lambda w: w.total_s)]
         if self.paired and not self.eager_alone_rounds:
             decision["eager_alone"] = NOT_TIMED
         if self.walls:

@@ -323,6 +323,8 @@ def search_coverage(study, decision: dict | None = None) -> dict[str, Any]:
                 if t.user_attrs.get("role") != ROLE_EAGER and t.user_attrs.get("config_key")}
     raced = [c for c in (decision or {}).get("candidates") or [] if c.get("config") and c["config"] != EAGER.to_dict()]
     out: dict[str, Any] = {"configs_searched": len(searched), "configs_raced": len(raced)}
+    if (decision or {}).get("waiting"):  # searched, their turn in the race not come (tuner/decide/waiting.py)
+        out["not_raced"] = [dict(w) for w in (decision or {})["waiting"]]
     if study.user_attrs.get("space_configs"):
         out["configs_in_space"] = study.user_attrs["space_configs"]
     return out

@@ -333,6 +333,11 @@ def _against_plain_facts(m: dict) -> list[tuple[str, str, str]]:
                       f"{ratio(beyond.get('speedup'))} plain's steps, compile costs included; {zone}"
                       + (f"; stopped racing: {text(beyond['dropped'])}" if beyond.get("dropped") else "")
                       + _to_interval_words(beyond)))
+    waited = search.get("not_raced") or []
+    if waited:
+        facts.append(("searched, not raced", "; ".join(f"{text(w.get('config_label'))}: {text(w.get('reading'))}"
+                                                       for w in waited),
+                      "one process each, best first: their turn in the race did not come"))
     rides = m.get("plain_rides") or {}
     if rides.get("processes"):
         how = ("pooled with its own processes" if rides.get("pooled") else
@@ -393,6 +398,8 @@ def search_words(m: dict) -> str:
         return ""
     of = f" of {search['configs_in_space']}" if search.get("configs_in_space") else ""
     words = f"searched {search['configs_searched']}{of} configs"
+    if search.get("not_raced"):
+        words += f" ({len(search['not_raced'])} of them not raced)"
     beyond = m.get("beyond_plain") or {}
     if not beyond.get("config_label"):
         return words

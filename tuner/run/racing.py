@@ -16,6 +16,7 @@ from ..decide.confirm import confirm_finalists, join_searched, open_race
 from ..decide.race import MIN_ROUNDS, Race
 from ..decide.search import Tuner
 from ..decide.verdict import SKIPPED_ATTR
+from ..decide.waiting import SCREENED
 from ..space.search_space import SearchSpace
 from ..study import StudyRun
 from ..system.interrupts import check as stop_if_interrupted
@@ -63,11 +64,13 @@ class RaceSteps:
 
     def _race_between(self) -> None:
         """After each search trial: the config it measured joins the race at once, its trial one
-        of its processes (:func:`~tuner.decide.confirm.join_searched`), and the race takes a round
-        while it is not settled, so a candidate is decided against eager and plain compile during
-        the search, not after it. While ``--confirm`` candidates beyond plain compile are open
-        against it, the race runs on before the next search trial: the search proposes no more
-        than the race can decide."""
+        of its processes (:func:`~tuner.decide.confirm.join_searched`), or waits for its turn where
+        a candidate beyond plain compile already races undecided (tuner/decide/waiting.py), and the
+        race takes a round while it is not settled, so candidates are decided against eager and
+        plain compile during the search, not after it. Once the search has measured
+        :data:`~tuner.decide.waiting.SCREENED` configs (or has none left), the race runs on while
+        ``--confirm`` candidates beyond plain compile are open against it before the next search
+        trial: the search proposes no more than the race can decide."""
         race, clock = self.race, self.clock
         if race is None:
             return
@@ -79,12 +82,17 @@ class RaceSteps:
             try:
                 _price_from(race, clock)
                 race.run(fits, until=race.done + 1)
-                while (race.undecided_beyond_plain() >= max(1, self.opts.confirm) and race.promising()
-                       and _worth_racing(race)):
+                while (not self._screening() and race.undecided_beyond_plain() >= max(1, self.opts.confirm)
+                       and race.promising() and _worth_racing(race)):
                     _price_from(race, clock)
                     race.run(fits, until=race.done + 1)
             except Exception as exc:  # noqa: BLE001 - the search goes on; confirmation races after it
                 self._race_failed(exc)
+
+    def _screening(self) -> bool:
+        """Whether the search still measures configs before the race decides more than one beyond
+        plain compile: fewer than :data:`~tuner.decide.waiting.SCREENED` searched, and more to search."""
+        return self._search_left() > 0 and self.tuner.search_done() < SCREENED
 
     def _search_trial_fits(self) -> bool:
         """Whether a search trial and what must follow it fit: where the race has an answer, or its

@@ -1,0 +1,94 @@
+"""Searched configs waiting for their turn in the race (tuner/decide/waiting.py, ``Race.admit``):
+while a candidate beyond plain compile races undecided against it, the search's next configs wait,
+their search trials kept, and join best first when it is decided. Processes are simulated with
+known speedups, as tests/test_race.py does."""
+import pytest
+
+from tests.test_race import SCORING, beside_plain, race
+from tuner.core.config import PLAIN_COMPILE, CompileConfig
+from tuner.decide.confirm import CONFIRM_TIMING_SHARE, join_searched
+from tuner.decide.race import MIN_ROUNDS, PAIRED_PER_ROUND
+from tuner.study._attrs import trial_attrs
+
+TIED = CompileConfig(options={"cpp_wrapper": True})
+FAST = CompileConfig(options={"freezing": True})
+FASTER = CompileConfig(target="blocks")
+
+
+def search_trial(config: CompileConfig, speedup: float, plain: float) -> dict:
+    """A search trial timed as a race process: eager and plain compile stepped beside the config."""
+    result = {"status": "ok", "correct": True, "timing": "beside", "step_s": 0.01 / speedup,
+              "step_mean_s": 0.01 / speedup, "eager_step_s": 0.01, "eager_step_mean_s": 0.01, "speedup": speedup,
+              "compile_time_s": 30.0, "timing_share": CONFIRM_TIMING_SHARE, "rival": PLAIN_COMPILE.to_dict(),
+              "rival_step_s": 0.01 / plain, "rival_step_mean_s": 0.01 / plain, "rival_speedup": speedup / plain,
+              "rival_compile_s": 4.0}
+    return trial_attrs(config, "search", result, SCORING)
+
+
+def opened(speedups: dict[str, float], lines: list[str]):
+    r = race(beside_plain(speedups), per_round=PAIRED_PER_ROUND, beside_plain=True)
+    r.log = lines.append
+    r.join([PLAIN_COMPILE], cold={PLAIN_COMPILE.key(): 30.0})
+    assert r.run(until=MIN_ROUNDS)["verdict"] == "compile"
+    return r
+
+
+def test_a_searched_config_waits_while_one_races_undecided_and_joins_with_its_trial_when_that_one_is_decided():
+    lines: list[str] = []
+    plain = 1.3
+    speedups = {PLAIN_COMPILE.key(): plain, TIED.key(): plain, FAST.key(): plain * 1.10}
+    r = opened(speedups, lines)
+    assert join_searched(r, search_trial(TIED, plain, plain), SCORING, lines.append)
+    # the next searched config waits: the first races undecided against plain compile
+    assert not join_searched(r, search_trial(FAST, plain * 1.10, plain), SCORING, lines.append)
+    assert [w.config.key() for w in r.waiting] == [FAST.key()] and FAST.key() not in r.records
+    assert any(line.strip().startswith(f"{FAST.describe()} waits to race (1.10x plain") for line in lines)
+    d = r.run()
+    # the tie was decided (and dropped), then the waiting one raced, its search trial one of its processes
+    assert r.records[TIED.key()].dropped and not r.waiting
+    record = r.records[FAST.key()]
+    assert record.joined > r.records[TIED.key()].joined + MIN_ROUNDS - 1
+    assert record.processes == PAIRED_PER_ROUND * record.rounds
+    assert d["against_plain"][FAST.key()]["zone"] == "beats"
+    assert "waiting" not in d
+
+
+def test_the_waiting_config_with_the_lowest_total_as_its_trial_read_it_joins_first():
+    lines: list[str] = []
+    plain = 1.3
+    speedups = {PLAIN_COMPILE.key(): plain, TIED.key(): plain, FAST.key(): plain * 1.05, FASTER.key(): plain * 1.2}
+    r = opened(speedups, lines)
+    assert join_searched(r, search_trial(TIED, plain, plain), SCORING, lines.append)
+    assert not join_searched(r, search_trial(FAST, plain * 1.05, plain), SCORING, lines.append)
+    assert not join_searched(r, search_trial(FASTER, plain * 1.2, plain), SCORING, lines.append)
+    r.run(until=r.done + 1)
+    assert [w["config_label"] for w in r.decision["waiting"]] == [FASTER.describe(), FAST.describe()]
+    r.run()
+    assert FASTER.key() in r.records, lines
+    assert FAST.key() not in r.records or r.records[FAST.key()].joined > r.records[FASTER.key()].joined
+
+
+def test_no_config_joins_after_a_look_spent_the_error_rate():
+    lines: list[str] = []
+    plain = 1.3
+    speedups = {PLAIN_COMPILE.key(): plain, TIED.key(): plain, FAST.key(): plain * 1.10}
+    r = opened(speedups, lines)
+    assert join_searched(r, search_trial(TIED, plain, plain), SCORING, lines.append)
+    assert not join_searched(r, search_trial(FAST, plain * 1.10, plain), SCORING, lines.append)
+    r.spent = r.done  # as a --budget's last look leaves it
+    assert r.admit() == [] and FAST.key() not in r.records
+    # its trial's reading against plain compile, times plain compile's speedup as the race measured it
+    assert r.waiting and r.waiting[0].total_s == pytest.approx(
+        30.0 + SCORING.steps * SCORING.eager_step_s / (plain * 1.10), rel=0.02)
+
+
+def test_the_answer_and_the_verdict_say_which_searched_configs_were_not_raced():
+    from tuner.report._verdict_text import _against_plain_facts, search_words
+
+    m = {"search": {"configs_searched": 6, "configs_in_space": 12, "configs_raced": 3,
+                    "not_raced": [{"config_label": FAST.describe(),
+                                   "reading": "1.01x plain torch.compile's steps in its search trial"}]}}
+    assert search_words(m) == "searched 6 of 12 configs (1 of them not raced)"
+    facts = dict((name, (value, why)) for name, value, why in _against_plain_facts(m))
+    reading = facts["searched, not raced"][0]
+    assert reading == f"{FAST.describe()}: 1.01x plain torch.compile's steps in its search trial"
