@@ -54,28 +54,30 @@ def run_on_fake_clock(tmp_path, workloads, spaces, monkeypatch, budget_s, speedu
 def test_a_budget_cuts_the_search_and_the_confirmation_and_says_so(tmp_path, workloads, spaces, monkeypatch):
     # Baselines take 20 s. The race opens at once and, under a --budget, yields to the search after
     # its first look (round 2), which says a 2 % lead measured at +-30 % needs far more rounds than
-    # the race has. Each search trial's config joins the race at once (that trial one of its
-    # processes), priced by its own processes from that look on (plain compile rides in them), and
-    # the race takes a round after each: two trials fit. The joiners are dropped after their own two
-    # rounds (their comparison with plain compile needs more rounds than the race has) and plain
-    # compile races on alone until a round does not fit: 24 processes of 2.6 s, no look decided. No
-    # round times eager alone under a --budget: its three processes went to a sixth round.
+    # the race has. The first search trial's config joins the race at once (that trial one of its
+    # processes) and the race takes a round; the next three wait for their turn (the search
+    # measures four before the race decides more than one beyond plain: tuner/decide/waiting.py),
+    # and the race, unable to decide, runs no round between them. Confirmation then races on until
+    # a round does not fit: 15 processes of 2.6 s, no look decided. No round times eager alone under
+    # a --budget.
     result, best, study, lines = run_on_fake_clock(tmp_path, workloads, spaces, monkeypatch, 115.0)
     record = study.user_attrs[BUDGET_ATTR]
-    assert record["cut_short"] == {"search": "2 of 8 trials", "confirmation": "6 of 18 rounds"}
-    assert best["measured"]["confirmed"] is True and best["measured"]["confirm_cut_short"] == "6 of 18 rounds"
+    assert record["cut_short"] == {"search": "4 of 8 trials", "confirmation": "4 of 18 rounds"}
+    assert best["measured"]["confirmed"] is True and best["measured"]["confirm_cut_short"] == "4 of 18 rounds"
     assert best["verdict"] == "undecided"
     assert any(line.strip().startswith("whole/eager joins the race (round 3)") for line in lines), lines
-    note = "budget 1m 55s: used 1m 42s; cut short: search (2 of 8 trials), confirmation (6 of 18 rounds)"
+    assert sum(" waits to race (" in line for line in lines) == 3, lines
+    assert best["measured"]["search"]["configs_searched"] == 5 and len(best["measured"]["search"]["not_raced"]) == 3
+    note = "budget 1m 55s: used 1m 39s; cut short: search (4 of 8 trials), confirmation (4 of 18 rounds)"
     assert note in result.run.notes, result.run.notes
     phases = study.user_attrs[PHASE_ATTR]
-    assert phases["baselines"] == 20.0 and phases["search"] == 20.0
-    assert phases["confirmation"] == pytest.approx(24 * CONFIRM_WALL, abs=1e-3)
-    assert result.timing.startswith("time: baselines 20 s, search 20 s, confirmation 1m 02s"), result.timing
-    assert "total 1m 42s" in result.timing, result.timing
+    assert phases["baselines"] == 20.0 and phases["search"] == 40.0
+    assert phases["confirmation"] == pytest.approx(15 * CONFIRM_WALL, abs=1e-3)
+    assert result.timing.startswith("time: baselines 20 s, search 40 s, confirmation 39 s"), result.timing
+    assert "total 1m 39s" in result.timing, result.timing
     report = (tmp_path / "out" / "report.md").read_text()
-    assert "Where the run's time went" in report and "cut short: search (2 of 8 trials)" in report
-    assert "Confirmation was cut short by the --budget (6 of 18 rounds)" in report
+    assert "Where the run's time went" in report and "cut short: search (4 of 8 trials)" in report
+    assert "Confirmation was cut short by the --budget (4 of 18 rounds)" in report
     assert "eager_alone" in best["measured"] and "heap_gain" not in best["measured"]
 
 

@@ -227,7 +227,7 @@ def new_race(study, scoring: Scoring, tuner: Tuner, k: int, rounds: int, log=pri
                              timing=timing, check_correctness=False, heap=heap, **({"rival": rival} if rival else {}))
 
     race = Race(scoring, measure, rounds=rounds, heap_apart=heap_apart, paired=paired, tie_margin=tie_margin, log=log,
-                per_round=PAIRED_PER_ROUND if paired else 1, beside_plain=paired, slots=max(1, k),
+                per_round=PAIRED_PER_ROUND if paired else 1, beside_plain=paired,
                 eager_alone_rounds=EAGER_ALONE_ROUNDS if eager_alone else 0)
 
     def store(decision: dict) -> None:

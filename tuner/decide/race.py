@@ -326,9 +326,12 @@ class Race:
     def joiner_processes(self) -> tuple[int, int]:
         """``(cold, warm)``: the processes a candidate joining after its search trial (one of its
         own, cold) runs, with the rest of the race, until its first look (:data:`MIN_ROUNDS`
-        rounds): what the ``--budget`` keeps for it before a search trial starts."""
-        own = self.per_round * MIN_ROUNDS - 1
-        cold = self._cold_compiles("a joiner") - 1
+        rounds): what the ``--budget`` keeps for it before a search trial starts. Where the race's
+        slots are full it will wait (:meth:`admit`): its own processes come once one is decided,
+        and only the rest of the race is priced."""
+        waits = self.undecided_beyond_plain() >= self.slots
+        own = 0 if waits else self.per_round * MIN_ROUNDS - 1
+        cold = 0 if waits else self._cold_compiles("a joiner") - 1
         others = sum(0 if c.key() == PLAIN_COMPILE.key() and self.rides(joining=True) else self._processes_of(c.key())
                      for c in self.racing) * MIN_ROUNDS
         alone = sum(round_processes(0, self.heap_apart, self.paired, alone=self._times_eager_alone(r))

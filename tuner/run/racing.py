@@ -69,8 +69,8 @@ class RaceSteps:
         race takes a round while it is not settled, so candidates are decided against eager and
         plain compile during the search, not after it. Once the search has measured
         :data:`~tuner.decide.waiting.SCREENED` configs (or has none left), the race runs on while
-        ``--confirm`` candidates beyond plain compile are open against it before the next search
-        trial: the search proposes no more than the race can decide."""
+        its slots (``Race.slots``) hold candidates beyond plain compile open against it before the
+        next search trial: the search proposes no more than the race can decide."""
         race, clock = self.race, self.clock
         if race is None:
             return
@@ -82,7 +82,7 @@ class RaceSteps:
             try:
                 _price_from(race, clock)
                 race.run(fits, until=race.done + 1)
-                while (not self._screening() and race.undecided_beyond_plain() >= max(1, self.opts.confirm)
+                while (not self._screening() and race.undecided_beyond_plain() >= race.slots
                        and race.promising() and _worth_racing(race)):
                     _price_from(race, clock)
                     race.run(fits, until=race.done + 1)
