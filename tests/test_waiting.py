@@ -8,6 +8,7 @@ from tests.test_race import SCORING, beside_plain, race
 from tuner.core.config import PLAIN_COMPILE, CompileConfig
 from tuner.decide.confirm import CONFIRM_TIMING_SHARE, join_searched
 from tuner.decide.race import MIN_ROUNDS, PAIRED_PER_ROUND
+from tuner.decide.waiting import SCREENED
 from tuner.study._attrs import trial_attrs
 
 TIED = CompileConfig(options={"cpp_wrapper": True})
@@ -92,3 +93,22 @@ def test_the_answer_and_the_verdict_say_which_searched_configs_were_not_raced():
     facts = dict((name, (value, why)) for name, value, why in _against_plain_facts(m))
     reading = facts["searched, not raced"][0]
     assert reading == f"{FAST.describe()}: 1.01x plain torch.compile's steps in its search trial"
+
+
+def test_once_the_race_has_an_answer_the_search_measures_four_configs_before_the_race_takes_the_best(
+        tmp_path, workloads, spaces, monkeypatch):
+    # A 2x lead at +-1 %: the opening decides at round 2. The search's first three configs wait, no
+    # round between them; the fourth ends the screen and the best of the four joins (the same
+    # reading here: the first searched), the others waiting for their turn.
+    from tests.test_budget_runs import run_on_fake_clock
+
+    result, best, study, lines = run_on_fake_clock(tmp_path, workloads, spaces, monkeypatch, 600.0, speedup=2.0,
+                                                   spread=0.01)
+    searched = [i for i, line in enumerate(lines) if line.startswith("  search ")]
+    held = [i for i, line in enumerate(lines) if "the search measures more configs first" in line]
+    joins = [i for i, line in enumerate(lines) if " joins the race (round " in line]
+    assert len(searched) >= SCREENED and len(held) == SCREENED - 1 and joins, lines
+    assert joins[0] > searched[SCREENED - 1]
+    rounds_between = [line for line in lines[searched[0]:searched[SCREENED - 1]] if "race round" in line]
+    assert rounds_between == [], lines
+    assert best["verdict"] == "compile"

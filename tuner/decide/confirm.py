@@ -137,13 +137,13 @@ def confirm(finalists: list[CompileConfig], scoring: Scoring, measure: Callable[
     return race.final()  # type: ignore[return-value]
 
 
-def join_searched(race: Race, attrs: dict[str, Any] | None, scoring: Scoring, log=print) -> bool:
+def join_searched(race: Race, attrs: dict[str, Any] | None, scoring: Scoring, log=print, hold: bool = False) -> bool:
     """The config a search trial just measured joins the run's race, that trial one of its
     processes where it was timed as one (the race's share of the steps, eager beside it:
     ``Race.join``), unless it failed, computed wrongly, ran over the memory bound or cannot win
     (:func:`could_win`); where a candidate beyond plain compile already races undecided against it
-    (``Race.slots``), it waits, best first, for its turn (tuner/decide/waiting.py). Whether it
-    joined now."""
+    (``Race.slots``), or ``hold`` says the search measures more first, it waits, best first, for
+    its turn (tuner/decide/waiting.py). Whether it joined now."""
     if (not attrs or attrs.get("status") != "ok" or not attrs.get("correct") or scoring.over_memory(attrs)
             or not could_win(attrs, scoring) or attrs.get("duplicate_of") is not None):
         return False
@@ -161,8 +161,11 @@ def join_searched(race: Race, attrs: dict[str, Any] | None, scoring: Scoring, lo
     opened = dict(attrs) if math.isclose(share, CONFIRM_TIMING_SHARE) else None
     total, reading = estimated_total(attrs, scoring, _plain_speedup(race))
     race.wait(Waiting(config, opened, total, reading))
-    joined = race.admit()
-    if not joined:
+    joined = [] if hold else race.admit()
+    if hold:
+        log(f"  {config.describe()} waits to race ({reading}): the search measures more configs first, then the "
+            "race takes the best of them first")
+    elif not joined:
         log(f"  {config.describe()} waits to race ({reading}): a candidate beyond plain torch.compile races "
             "undecided against it first; the best waiting one joins when it is decided")
     return bool(joined)

@@ -63,19 +63,24 @@ class RaceSteps:
                                   eager_alone=not clock.bounded)
 
     def _race_between(self) -> None:
-        """After each search trial: the config it measured joins the race at once, its trial one
-        of its processes (:func:`~tuner.decide.confirm.join_searched`), or waits for its turn where
-        a candidate beyond plain compile already races undecided (tuner/decide/waiting.py), and the
-        race takes a round while it is not settled, so candidates are decided against eager and
-        plain compile during the search, not after it. Once the search has measured
-        :data:`~tuner.decide.waiting.SCREENED` configs (or has none left), the race runs on while
-        its slots (``Race.slots``) hold candidates beyond plain compile open against it before the
-        next search trial: the search proposes no more than the race can decide."""
+        """After each search trial: the config it measured joins the race, its trial one of its
+        processes (:func:`~tuner.decide.confirm.join_searched`), or waits for its turn
+        (tuner/decide/waiting.py), and the race takes a round while it is not settled, so
+        candidates are decided against eager and plain compile during the search, not after it.
+        Until the search has measured :data:`~tuner.decide.waiting.SCREENED` configs (or has none
+        left) and while the race has an answer, each waits and no round runs: the race then takes
+        the best of them first, not the first searched. Seen on the zoo's ResNet-50 (--budget 6m,
+        2026-12-07): ``cpp_wrapper``, searched first at 1.01x plain compile's steps, raced four
+        rounds undecided while ``cpp_wrapper`` with ``freezing``, at 1.03x, waited to the end. After
+        that the race runs on while its slots (``Race.slots``) hold candidates beyond plain compile
+        open against it before the next search trial: the search proposes no more than the race can
+        decide."""
         race, clock = self.race, self.clock
         if race is None:
             return
-        joined = join_searched(race, self.tuner.last_measured, self.run.scoring, self.log)
-        if not (joined or race.promising()):
+        hold = self._screening() and bool(race.answer)
+        joined = join_searched(race, self.tuner.last_measured, self.run.scoring, self.log, hold=hold)
+        if hold or not (joined or race.promising()):
             return
         fits = clock.round_fits if clock.bounded else None
         with clock.aside("confirmation"):
