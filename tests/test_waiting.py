@@ -90,6 +90,10 @@ def test_the_answer_and_the_verdict_say_which_searched_configs_were_not_raced():
                     "not_raced": [{"config_label": FAST.describe(),
                                    "reading": "1.01x plain torch.compile's steps in its search trial"}]}}
     assert search_words(m) == "searched 6 of 12 configs (1 of them not raced)"
+    # the bound on what the rest could save is the raced ones' only: the others have no interval
+    m["beyond_plain"] = {"config_label": TIED.describe(), "speedup": 1.0, "speedup_interval": [0.98, 1.02],
+                         "most_any_saves_s": 36.8}
+    assert search_words(m).endswith("undecided against plain; none raced saves more than 36.8 s over plain")
     facts = dict((name, (value, why)) for name, value, why in _against_plain_facts(m))
     reading = facts["searched, not raced"][0]
     assert reading == f"{FAST.describe()}: 1.01x plain torch.compile's steps in its search trial"

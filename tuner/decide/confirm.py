@@ -165,10 +165,10 @@ def join_searched(race: Race, attrs: dict[str, Any] | None, scoring: Scoring, lo
     if hold:
         log(f"  {config.describe()} waits to race ({reading}): the search measures more configs first, then the "
             "race takes the best of them first")
-    elif not joined:
+    elif config.key() not in race.records:
         log(f"  {config.describe()} waits to race ({reading}): a candidate beyond plain torch.compile races "
             "undecided against it first; the best waiting one joins when it is decided")
-    return bool(joined)
+    return config.key() in {c.key() for c in joined}
 
 
 def _plain_speedup(race: Race) -> float | None:

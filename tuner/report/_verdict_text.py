@@ -410,5 +410,7 @@ def search_words(m: dict) -> str:
               f"{_between(low, high, ratio)}, {zone}")
     most = number(beyond.get("most_any_saves_s"))
     if beyond.get("zone") != "beats" and most is not None:
-        words += f"; none saves more than {max(0.0, most):.1f} s over plain"
+        # configs searched but not raced have no interval: the bound is only the raced ones'
+        who = "none raced" if search.get("not_raced") else "none"
+        words += f"; {who} saves more than {max(0.0, most):.1f} s over plain"
     return words

@@ -121,8 +121,9 @@ class RaceSteps:
         joiner = race.joiner_processes() if race is not None and (race.answer or race.rides(joining=True)) else None
         if self.clock.search_trial_fits(joiner):
             return True
-        return (race is not None and bool(race.answer) and not (race.promising() and _worth_racing(race))
-                and self.clock.search_trial_fits((0, 0)))
+        # (not while a searched config waits for its turn: the trial would take the time of its race)
+        return (race is not None and bool(race.answer) and not race.waiting
+                and not (race.promising() and _worth_racing(race)) and self.clock.search_trial_fits((0, 0)))
 
     def _race_to_make_room(self) -> bool:
         """One more round of the race, where a search trial does not fit beside what the candidates
