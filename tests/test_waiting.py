@@ -34,14 +34,19 @@ def opened(speedups: dict[str, float], lines: list[str]):
     return r
 
 
-def test_a_searched_config_waits_while_one_races_undecided_and_joins_with_its_trial_when_that_one_is_decided():
-    lines: list[str] = []
-    plain = 1.3
+def tied_racing_fast_waiting(lines: list[str], plain: float = 1.3):
+    """A race whose first candidate ties plain compile and races undecided; the next, 10 % faster
+    than plain compile, waits for its turn."""
     speedups = {PLAIN_COMPILE.key(): plain, TIED.key(): plain, FAST.key(): plain * 1.10}
     r = opened(speedups, lines)
     assert join_searched(r, search_trial(TIED, plain, plain), SCORING, lines.append)
-    # the next searched config waits: the first races undecided against plain compile
     assert not join_searched(r, search_trial(FAST, plain * 1.10, plain), SCORING, lines.append)
+    return r
+
+
+def test_a_searched_config_waits_while_one_races_undecided_and_joins_with_its_trial_when_that_one_is_decided():
+    lines: list[str] = []
+    r = tied_racing_fast_waiting(lines)
     assert [w.config.key() for w in r.waiting] == [FAST.key()] and FAST.key() not in r.records
     assert any(line.strip().startswith(f"{FAST.describe()} waits to race (1.10x plain") for line in lines)
     d = r.run()
@@ -72,10 +77,7 @@ def test_the_waiting_config_with_the_lowest_total_as_its_trial_read_it_joins_fir
 def test_no_config_joins_after_a_look_spent_the_error_rate():
     lines: list[str] = []
     plain = 1.3
-    speedups = {PLAIN_COMPILE.key(): plain, TIED.key(): plain, FAST.key(): plain * 1.10}
-    r = opened(speedups, lines)
-    assert join_searched(r, search_trial(TIED, plain, plain), SCORING, lines.append)
-    assert not join_searched(r, search_trial(FAST, plain * 1.10, plain), SCORING, lines.append)
+    r = tied_racing_fast_waiting(lines, plain)
     r.spent = r.done  # as a --budget's last look leaves it
     assert r.admit() == [] and FAST.key() not in r.records
     # its trial's reading against plain compile, times plain compile's speedup as the race measured it
