@@ -583,3 +583,27 @@ def test_where_a_whole_round_does_not_fit_a_candidate_short_of_its_interval_gets
     assert not r2.settled()
     r2.run(fits)
     assert asked == [PAIRED_PER_ROUND] and r2.done == 2
+
+
+def test_a_part_of_a_round_compiles_warm_as_the_budget_priced_it():
+    """The zoo's BERT server (--budget 10m, 2026-12-07): the last process, a part of a round, was
+    its candidate's second cold compile (57 s) priced as a warm process, and the run ended 45 s
+    over its budget. A part of a round compiles from the kept cache; the candidate's compile spread
+    comes from the pool or the prior (``stats.compile_costs``)."""
+    calls = []
+    inner = beside_plain({PLAIN_COMPILE.key(): 1.3, TUNED.key(): 1.3 * 1.1})
+
+    def measure(cfg, label, round_=0, reuse_cache=False, **kw):
+        calls.append((cfg.key(), reuse_cache))
+        return inner(cfg, label, round_=round_, reuse_cache=reuse_cache, **kw)
+
+    r = race(measure, per_round=PAIRED_PER_ROUND, beside_plain=True)
+    r.join([PLAIN_COMPILE], cold={PLAIN_COMPILE.key(): 30.0})
+    r.run(until=MIN_ROUNDS)
+    r.join([TUNED])  # a 30 s compile, over the 20 s margin: two cold compiles in whole rounds
+    r.run(until=r.done + 1)
+    assert [reuse for key, reuse in calls if key == TUNED.key()][0] is False
+    part = r._part_round()
+    assert part.get(TUNED.key()) == 1
+    r._round(only=part)
+    assert calls[-1] == (TUNED.key(), True)
