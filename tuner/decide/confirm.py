@@ -171,10 +171,15 @@ def join_searched(race: Race, attrs: dict[str, Any] | None, scoring: Scoring, lo
     return config.key() in {c.key() for c in joined}
 
 
+def _plain_row(race: Race) -> dict[str, Any] | None:
+    """Plain compile's row of the race's last look, where it has a speedup, or None."""
+    return next((c for c in race.decision.get("candidates") or []
+                 if c.get("config") == PLAIN_COMPILE.to_dict() and c.get("speedup")), None)
+
+
 def _plain_speedup(race: Race) -> float | None:
     """Plain compile's speedup over eager as the race's last look measured it, or None."""
-    plain = next((c for c in race.decision.get("candidates") or []
-                  if c.get("config") == PLAIN_COMPILE.to_dict() and c.get("speedup")), None)
+    plain = _plain_row(race)
     return float(plain["speedup"]) if plain else None
 
 
@@ -193,8 +198,7 @@ def behind_plain(attrs: dict[str, Any], race: Race, scoring: Scoring) -> str | N
     eager's level in the race) is over plain compile's as the race measures it. Racing it would
     cost two rounds of its own to drop it: on the README example, ``whole/aot_eager`` at 0.87x of
     eager took two rounds beside plain compile's 1.54x (2026-12-07)."""
-    plain = next((c for c in race.decision.get("candidates") or []
-                  if c.get("config") == PLAIN_COMPILE.to_dict() and c.get("speedup")), None)
+    plain = _plain_row(race)
     speedup = attrs.get("speedup")
     if not race.paired or plain is None or not speedup or not plain.get("total_time_s"):
         return None

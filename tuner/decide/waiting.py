@@ -6,10 +6,11 @@ Why: every candidate the race decides costs it about six processes (its search t
 more, two rounds of three), and until 2026-12-07 the search proposed the next config only once
 the race had decided the one before. Seen on the zoo's seven workloads at 6-10 minute budgets
 (docs/zoo.md, measurement 15): two to four configs beyond plain compile searched per run, because
-each waited for the one before it to be decided, however little its search trial promised. Now the
-search measures :data:`SCREENED` configs first, the race taking a round between its trials, and
-the race then decides the best of them first: the search trial's reading against plain compile,
-stepped in the same process (tuner/measure/trial.py's rival), is the order, not the decision.
+each waited for the one before it to be decided, however little its search trial promised. Now,
+once the race has an answer, the search measures :data:`SCREENED` configs first, with no round
+between their trials (tuner/run/racing.py), and the race then decides the best of them first: the
+search trial's reading against plain compile, stepped in the same process (tuner/measure/trial.py's
+rival), is the order, not the decision.
 """
 from __future__ import annotations
 
@@ -20,8 +21,8 @@ from ..core.config import CompileConfig
 from ..core.score import Scoring
 
 #: The configs beyond plain compile the search measures before the race spends rounds deciding any
-#: but the first: at least this many searched in every run that has the time for their trials (the
-#: race still takes a round between trials while it is not settled: the first answer comes first).
+#: but the first: at least this many searched in every run that has the time for their trials (before
+#: the race has an answer it still takes a round between trials: the first answer comes first).
 SCREENED = 4
 
 
