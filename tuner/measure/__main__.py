@@ -37,7 +37,7 @@ def measure(spec: TrialSpec, rec: Recorder, before=None, classify=classify_excep
     """Run ``spec`` in this process, its figures (or its failure) into ``rec``; True when it ran.
     ``before``: what to do once torch is imported and the threads are set (a rank joins its group);
     ``classify``: the failure an exception is (a rank reads a collective's timeout as a hang)."""
-    start = time.perf_counter()
+    start = rec.start_clock()
     try:
         import torch
         import torch._dynamo  # noqa: F401  (import cost is process overhead, not measurement)

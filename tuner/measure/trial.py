@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import statistics
 import time
@@ -67,14 +68,23 @@ class Recorder:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.data: dict[str, Any] = {"status": "running", "stage": "setup", "stage_s": {}}
+        self._spent: dict[str, float] = {}
         self._began = time.perf_counter()
+
+    def start_clock(self) -> float:
+        """The process's measured wall time starts now, and so does its first stage: the stages
+        never hold more than ``child_wall_s``."""
+        self._began = time.perf_counter()
+        return self._began
 
     def stage(self, name: str) -> None:
         """A new stage begins: the one before it gets its seconds (``stage_s``: where a process's
         wall time goes, what the --budget's estimates are made of)."""
         now = time.perf_counter()
-        spent = self.data["stage_s"]
-        spent[self.data["stage"]] = round(spent.get(self.data["stage"], 0.0) + now - self._began, 3)
+        stage = self.data["stage"]
+        self._spent[stage] = self._spent.get(stage, 0.0) + now - self._began
+        # milliseconds rounded down: the stages' sum stays within the wall time it is part of
+        self.data["stage_s"][stage] = math.floor(self._spent[stage] * 1000) / 1000
         self._began = now
         self.data["stage"] = name
         self.flush()
