@@ -118,3 +118,22 @@ def test_once_the_race_has_an_answer_the_search_measures_four_configs_before_the
     rounds_between = [line for line in lines[searched[0]:searched[SCREENED - 1]] if "race round" in line]
     assert rounds_between == [], lines
     assert best["verdict"] == "compile"
+
+
+def test_a_config_its_trial_read_well_behind_plain_compile_in_the_same_process_does_not_wait_to_race():
+    # On the README example two `blocks` configs read 0.80x plain compile's steps in their own
+    # trials, yet their speedups against eager, widened by four paired spreads, reached plain
+    # compile's: they were raced in turn. The reading against plain compile stepped beside them
+    # decides; the reading against eager only where the trial stepped no plain compile.
+    lines: list[str] = []
+    plain = 1.3
+    r = opened({PLAIN_COMPILE.key(): plain}, lines)
+    behind = search_trial(FASTER, plain, plain) | {"rival_speedup": 0.80}
+    assert not join_searched(r, behind, SCORING, lines.append)
+    assert FASTER.key() not in r.records and not r.waiting
+    assert "0.80x plain compile's steps, stepped in the same process" in lines[-1]
+    # the same eager reading without a plain compile beside it may still win: it waits or races
+    alone = {k: v for k, v in behind.items() if not k.startswith("rival")}
+    assert join_searched(r, alone, SCORING, lines.append) or r.waiting
+    # a trial that reads plain compile's steps, or near, is raced
+    assert join_searched(r, search_trial(FAST, plain * 0.98, plain), SCORING, lines.append) or r.waiting
