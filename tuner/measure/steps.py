@@ -104,6 +104,16 @@ class Step:
         self.adopt(config)
         return regions
 
+    def recompile_forwards(self, config: CompileConfig) -> None:
+        """Compile the forwards again under ``config``, the optimizer step kept as it was compiled:
+        the check of a step that draws random numbers recompiles the forwards with ``fallback_random``
+        (tuner/measure/trial.py), and an optimizer step draws none. Compiled again too, the step cost
+        a training check a second cold compile of the optimizer: 42 s of GPT-2's 86 s check
+        (docs/zoo.md, measurement 16)."""
+        kept = self._compiled_optimizer_step
+        self.compile(config)
+        self._compiled_optimizer_step = self._optimizer_step = kept
+
     def adopt(self, config: CompileConfig) -> None:
         """The model was compiled by ``apply_config`` already (as a user's process does it):
         take the optimizer step the config asks for."""

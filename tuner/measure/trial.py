@@ -304,8 +304,8 @@ def _check_correctness(step: Step, config: CompileConfig, mix, stochastic: bool,
                 f"tolerance {max(tol, PRECISION_TOLERANCE[config.precision]):g}")
     if stochastic and config.backend == "inductor":
         torch._dynamo.reset()
-        step.compile(dataclasses.replace(config, options={**config.options, "fallback_random": True}))
-        how += "; recompiled with fallback_random=True (inductor's own random numbers differ from eager's)"
+        step.recompile_forwards(dataclasses.replace(config, options={**config.options, "fallback_random": True}))
+        how += "; forwards recompiled with fallback_random=True (inductor's own random numbers differ from eager's)"
     saved, dtypes = None, None
     if step.task == "train":  # inference leaves the weights alone (and freezing has folded them in)
         fresh_start(step, spec.seed)
