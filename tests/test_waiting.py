@@ -137,3 +137,29 @@ def test_a_config_its_trial_read_well_behind_plain_compile_in_the_same_process_d
     assert join_searched(r, alone, SCORING, lines.append) or r.waiting
     # a trial that reads plain compile's steps, or near, is raced
     assert join_searched(r, search_trial(FAST, plain * 0.98, plain), SCORING, lines.append) or r.waiting
+
+
+@pytest.mark.parametrize("reads", [1.03, 0.99])
+def test_a_candidate_near_a_tie_with_plain_yields_its_slot_only_to_a_waiting_one_that_read_better(reads):
+    # On the zoo's ViT-B/16 `cpp_wrapper`, at 1.00x plain compile's steps and a near tie at most,
+    # held the one slot for five rounds while two configs at 1.02x in their search trials waited.
+    lines: list[str] = []
+    plain = 1.3
+    waiting = CompileConfig(options={"freezing": True, "cpp_wrapper": True})
+    speedups = {PLAIN_COMPILE.key(): plain, TIED.key(): plain, waiting.key(): plain * reads}
+    r = opened(speedups, lines)
+    assert join_searched(r, search_trial(TIED, plain, plain), SCORING, lines.append)
+    assert not join_searched(r, search_trial(waiting, plain * reads, plain), SCORING, lines.append)
+    joined = r.records[TIED.key()].joined
+    while r.done < joined + MIN_ROUNDS:
+        r.run(until=r.done + 1)
+    row = r.decision["against_plain"][TIED.key()]
+    margin = row["margin_s"]
+    high = row["saving_interval_s"][1]
+    assert high is not None and high < 2 * margin, (row, r.done, joined)  # near a tie at best, after two own rounds
+    if reads > 1.0:
+        assert "yields its slot" in r.records[TIED.key()].dropped
+        assert waiting.key() in r.records and r.records[waiting.key()].joined == r.done
+    else:  # what waits read no better than the one racing: it keeps its slot
+        assert not r.records[TIED.key()].dropped and TIED.key() in {c.key() for c in r.racing}
+        assert [w.config.key() for w in r.waiting] == [waiting.key()]

@@ -160,7 +160,8 @@ def join_searched(race: Race, attrs: dict[str, Any] | None, scoring: Scoring, lo
     share = float(attrs.get("timing_share") or 1.0)
     opened = dict(attrs) if math.isclose(share, CONFIRM_TIMING_SHARE) else None
     total, reading = estimated_total(attrs, scoring, _plain_speedup(race))
-    race.wait(Waiting(config, opened, total, reading))
+    rival = attrs.get("rival_speedup")
+    race.wait(Waiting(config, opened, total, reading, float(rival) if rival else None))
     joined = [] if hold else race.admit()
     if hold:
         log(f"  {config.describe()} waits to race ({reading}): the search measures more configs first, then the "

@@ -78,6 +78,14 @@ EAGER_ALONE_ROUNDS = MIN_ROUNDS
 NOT_TIMED = ("not timed under the --budget: its processes went to the candidates (a run without --budget times "
              "eager alone and as started in its first two rounds)")
 
+#: A candidate racing beyond plain compile whose saving over it can reach no more than this many tie
+#: margins (the upper end of its interval) is near a tie at best: the search's next config is worth
+#: more than deciding it (tuner/run/racing.py), and a waiting config that read better takes its slot
+#: (``Race._reads_better``). Seen on the zoo's ResNet-50 (--budget 6m, 2026-12-07): rounds 4 to 8
+#: went to deciding cpp_wrapper's 1.01x over plain compile (at most +44.7 s against a 25 s margin
+#: after round 4), and 4 configs were left unsearched.
+NEAR_TIE_MARGINS = 2.0
+
 Decision = dict[str, Any]
 
 
@@ -364,6 +372,9 @@ class Race:
                 why[key] = f"{'slower than' if row['zone'] == 'slower' else 'ties'} plain torch.compile"
             elif row["zone"] is None and not self._can_decide(row, key):
                 why[key] = "its comparison with plain torch.compile needs more rounds than the race has left"
+            elif row["zone"] is None and (better := self._reads_better(row)) is not None:
+                why[key] = (f"at most {row['saving_interval_s'][1]:+.1f} s over plain torch.compile, near a tie, while "
+                            f"{better.config.describe()} waits ({better.reading}): it yields its slot")
         for key, reason in why.items():
             if key in self.records and key != plain:
                 self.records[key].dropped = f"{reason} (round {self.done})"
@@ -372,6 +383,22 @@ class Race:
                         row["dropped"] = self.records[key].dropped
         self.racing = [c for c in self.racing if c.key() not in why or c.key() == plain]
         return [f"{self.records[k].config.describe()}: {r}" for k, r in why.items() if k in self.records]
+
+    def _reads_better(self, row: dict[str, Any]) -> Waiting | None:
+        """A waiting candidate a racing one undecided against plain compile yields its slot to, or
+        None: the racing one could at best save a near tie over plain compile (the upper end of its
+        saving under :data:`NEAR_TIE_MARGINS` tie margins), and the waiting one read faster steps
+        against plain compile in its search trial than the racing one's estimate. Seen on the zoo's
+        ViT-B/16 (--budget 10m, 2026-12-07): ``cpp_wrapper``, 1.00x plain compile's steps (at most
+        +119.5 s against a 65 s margin after its own two rounds), held the one slot for rounds 3 to 7
+        while ``freezing`` and ``cpp_wrapper`` with ``freezing``, at 1.02x in their search trials,
+        waited and never raced. Dropping it is an early stop for futility: it can only make a
+        "beats plain" rarer, never more frequent than the error rate allows."""
+        high, speedup = (row.get("saving_interval_s") or [None, None])[1], row.get("speedup")
+        if high is None or speedup is None or high >= NEAR_TIE_MARGINS * float(row.get("margin_s") or 0.0):
+            return None
+        better = [w for w in self.waiting if w.over_plain is not None and w.over_plain > speedup]
+        return min(better, key=lambda w: w.total_s) if better else None
 
     def _can_decide(self, row: dict[str, Any], key: str) -> bool:
         """Whether the race's rounds left can decide a candidate against plain compile

@@ -37,6 +37,9 @@ class Waiting:
     """Its total as its search trial read it (:func:`estimated_total`): the order they join in."""
     reading: str
     """That reading in words, for the log and the reports."""
+    over_plain: float | None = None
+    """Its steps against plain compile's in its search trial (``rival_speedup``), where it stepped both:
+    what a racing candidate near a tie with plain compile yields its slot to (``Race._drop``)."""
 
 
 def estimated_total(attrs: dict[str, Any], scoring: Scoring, plain_speedup: float | None) -> tuple[float, str]:

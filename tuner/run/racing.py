@@ -13,7 +13,7 @@ from typing import Any
 from ..core.config import PLAIN_COMPILE, TunedConfig
 from ..core.durations import BUDGET_RAN_OUT, format_duration
 from ..decide.confirm import confirm_finalists, join_searched, open_race
-from ..decide.race import MIN_ROUNDS, Race
+from ..decide.race import MIN_ROUNDS, NEAR_TIE_MARGINS, Race
 from ..decide.search import Tuner
 from ..decide.verdict import SKIPPED_ATTR
 from ..decide.waiting import SCREENED
@@ -219,19 +219,10 @@ class RaceSteps:
             study.set_user_attr(SKIPPED_ATTR, "interrupted")
 
 
-#: A candidate racing beyond plain compile is worth more rounds before the search goes on while the
-#: upper end of its saving over plain compile reaches this many tie margins: below it, the most it
-#: could save is a near-tie, and the search's next config is worth more than deciding it. Seen on
-#: the zoo's ResNet-50 (--budget 6m, 2026-12-07): rounds 4 to 8 went to deciding cpp_wrapper's 1.01x
-#: over plain compile (at most +44.7 s against a 25 s margin after round 4), and 4 configs were
-#: left unsearched.
-WORTH_MARGINS = 2.0
-
-
 def _worth_racing(race: Race) -> bool:
     """Whether the race's next rounds are worth more than the search's next trial: plain compile
     has no answer yet, a candidate beyond it has no interval yet, or one could still save over it
-    more than :data:`WORTH_MARGINS` tie margins."""
+    more than ``NEAR_TIE_MARGINS`` tie margins (tuner/decide/race.py)."""
     if not race.answer:
         return True
     rows = race.decision.get("against_plain") or {}
@@ -241,7 +232,8 @@ def _worth_racing(race: Race) -> bool:
             continue
         if row is None or row.get("saving_interval_s") is None or row["saving_interval_s"][1] is None:
             return True
-        if row.get("zone") is None and row["saving_interval_s"][1] >= WORTH_MARGINS * float(row.get("margin_s") or 0.0):
+        margin = float(row.get("margin_s") or 0.0)
+        if row.get("zone") is None and row["saving_interval_s"][1] >= NEAR_TIE_MARGINS * margin:
             return True
     return False
 
