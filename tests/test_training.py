@@ -187,9 +187,9 @@ def test_train_trial_over_an_input_schedule_compares_like_with_like(workloads, t
     assert result["schedule_len"] == 4 and result["correct"] is True
 
 
-def dropout_trial(workloads, tmp_path, measure_seconds=0.5, **config):
+def dropout_trial(workloads, tmp_path, measure_seconds=0.5, check_cache=None, **config):
     spec = TrialSpec(workload=str(workloads / "dropout.py"), task="train", measure_seconds=measure_seconds, rounds=2,
-                     config={"target": "blocks", **config})
+                     config={"target": "blocks", **config}, check_cache_dir=check_cache)
     return run_isolated(spec, timeout=300, work_dir=tmp_path)
 
 
@@ -205,9 +205,17 @@ def test_training_with_dropout_is_correct_when_compiled(workloads, tmp_path):
 def test_training_with_dropout_under_inductor_is_checked_with_eager_random_numbers(workloads, tmp_path):
     # the forwards recompile with eager's random numbers; the optimizer step, which draws none, is
     # checked as it was compiled and timed (compiled again, it cost GPT-2's check a second cold compile)
-    result = dropout_trial(workloads, tmp_path, backend="inductor", compile_optimizer=True)
+    checks = str(tmp_path / "check-cache")
+    plain = dropout_trial(workloads, tmp_path, backend="inductor", check_cache=checks)
+    assert plain["status"] == "ok", plain.get("correctness_error") or plain.get("failure")
+    assert plain["check_cache_hits"] == 0 and plain["check_cache_misses"] > 0 and any(Path(checks).iterdir())
+    # +optimizer's forwards are plain compile's: its check compiles them from the run's check cache,
+    # its own timed compile from nothing (cold, as a user's first run)
+    result = dropout_trial(workloads, tmp_path, backend="inductor", compile_optimizer=True, check_cache=checks)
     assert result["status"] == "ok", result.get("correctness_error") or result.get("failure")
     assert "forwards recompiled with fallback_random=True" in result["correctness_check"]
+    assert result["check_cache_hits"] > 0 and result["check_cache_misses"] == 0, result["correctness_check"]
+    assert result["fxgraph_cache_hits"] == 0
     assert result["stage_s"]["correctness"] < result["stage_s"]["compile"]
 
 

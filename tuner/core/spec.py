@@ -58,6 +58,10 @@ class TrialSpec:
     the candidate is compared with it in one process (tuner/measure/timing.py)."""
     rival_cache_dir: str | None = None
     """The rival's kept inductor cache, which it compiles from (warm) where there is one."""
+    check_cache_dir: str | None = None
+    """The inductor cache the run's correctness checks share: a check that compiles its forwards
+    again with ``fallback_random`` compiles into it, after everything timed, so a config whose
+    forwards are another checked config's (``+optimizer`` and plain compile) compiles them warm."""
     tolerance: float | None = None
     check_correctness: bool = True
     """Compare the config with eager after timing. Confirmation turns it off: the search checked

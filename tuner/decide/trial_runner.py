@@ -54,7 +54,8 @@ class TrialRunner:
         if warm is None:
             warm = s.compile_cost == "warm"
         spec = dataclasses.replace(self.spec(config, timing_share, timing), check_correctness=check_correctness,
-                                   heap=heap or self.settings.heap)
+                                   heap=heap or self.settings.heap,
+                                   check_cache_dir=str(self.caches.checks) if check_correctness else None)
         if rival is not None and timing == "beside":
             kept = self.caches.get(rival.key()) if rival.backend == "inductor" else None
             spec = dataclasses.replace(spec, rival=rival.to_dict(), rival_cache_dir=str(kept) if kept else None)

@@ -34,6 +34,8 @@ import math
 import os
 import statistics
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -175,19 +177,70 @@ def _prepare(spec: TrialSpec, rec: Recorder):
 def _correct(step: Step, saved, config: CompileConfig, mix, stochastic: bool, spec: TrialSpec, tol: float,
              rec: Recorder) -> bool:
     """5. the config against eager (on many ranks: every rank, from the state saved before its first step)."""
+    from torch._dynamo.utils import counters
+
     began = time.perf_counter()
-    if saved is not None:
-        problem, how = check_ranks(step, saved, config, mix[0].inputs, stochastic, spec, tol)
-        dtypes = None
-    else:
-        problem, how, dtypes = _check_correctness(step, config, mix, stochastic, spec, tol)
+    hits, misses = (counters["inductor"].get(f"fxgraph_cache_{k}", 0) for k in ("hit", "miss"))
+    checks = spec.check_cache_dir if stochastic else None
+    if checks and os.environ.get("TORCHINDUCTOR_CACHE_DIR"):
+        # the check resets Dynamo, so the compiled optimizer step compiles again: from its own graphs
+        link_tree(Path(os.environ["TORCHINDUCTOR_CACHE_DIR"]), Path(checks))
+    # a stochastic check compiles its forwards again (fallback_random): into the run's check cache
+    with inductor_cache(checks):
+        if saved is not None:
+            problem, how = check_ranks(step, saved, config, mix[0].inputs, stochastic, spec, tol)
+            dtypes = None
+        else:
+            problem, how, dtypes = _check_correctness(step, config, mix, stochastic, spec, tol)
+    hits = int(counters["inductor"].get("fxgraph_cache_hit", 0) - hits)
+    misses = int(counters["inductor"].get("fxgraph_cache_miss", 0) - misses)
+    if checks and hits:
+        how += f" ({hits} graph(s) found compiled, {misses} compiled for the check)"
     # correctness_s: confirmation's processes skip the check, and the --budget plans them without it
     rec.update(correct=problem is None, correctness_error=problem, correctness_check=how,
-               compiled_output_dtypes=dtypes, correctness_s=round(time.perf_counter() - began, 3))
+               compiled_output_dtypes=dtypes, correctness_s=round(time.perf_counter() - began, 3),
+               check_cache_hits=hits, check_cache_misses=misses)
     if problem:
         category = "ranks_disagree" if "parameters differ from" in problem else "wrong_results"
         rec.update(status="failed", failure=failure(category, problem).to_dict())
     return problem is None
+
+
+@contextmanager
+def inductor_cache(path: str | None) -> Iterator[None]:
+    """Inductor compiles into ``path`` (its cache directory) inside the block, where one is given:
+    inductor reads ``TORCHINDUCTOR_CACHE_DIR`` at each use, so a process may compile part of its
+    work from another cache than its own (the rival's kept one; the run's check cache)."""
+    own = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    if path:
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = path
+    try:
+        yield
+    finally:
+        if own is not None:
+            os.environ["TORCHINDUCTOR_CACHE_DIR"] = own
+        elif path:
+            os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
+
+
+def link_tree(source: Path, dest: Path) -> None:
+    """Every file of ``source`` into ``dest`` as well (hard links, copies across file systems), but
+    none that ``dest`` holds already: inductor writes each cache entry once, by its key."""
+    import shutil
+
+    for root, _, files in os.walk(source):
+        into = dest / Path(root).relative_to(source)
+        into.mkdir(parents=True, exist_ok=True)
+        for name in files:
+            target = into / name
+            if target.exists():
+                continue
+            try:
+                os.link(Path(root) / name, target)
+            except FileExistsError:  # another lane's check linked it first
+                pass
+            except OSError:
+                shutil.copy2(Path(root) / name, target)
 
 
 @dataclass
@@ -245,24 +298,19 @@ def _hold_rival(step: Step, spec: TrialSpec, inputs, schedule, rec: Recorder) ->
         return False
     rec.stage("rival")
     began = time.perf_counter()
-    own_cache = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
-    if spec.rival_cache_dir:
-        os.environ["TORCHINDUCTOR_CACHE_DIR"] = spec.rival_cache_dir
     # the config compiled every input already: the rival's graphs get a limit's worth of their own
     torch._dynamo.config.recompile_limit *= 2
     try:
-        step.hold_rival(CompileConfig.from_dict(cast("dict", spec.rival)))
-        with step.mode(RIVAL):
-            timed_steps(step, inputs, 1 + spec.warmup, spec.device)
-            for item in schedule or []:
-                step(item)
+        with inductor_cache(spec.rival_cache_dir):
+            step.hold_rival(CompileConfig.from_dict(cast("dict", spec.rival)))
+            with step.mode(RIVAL):
+                timed_steps(step, inputs, 1 + spec.warmup, spec.device)
+                for item in schedule or []:
+                    step(item)
     except Exception as e:  # noqa: BLE001 - the rival is a yardstick: its failure is not the config's
         step.drop_rival()
         rec.update(rival_left_out=f"{type(e).__name__}: {str(e)[:300]}")
         return False
-    finally:
-        if own_cache is not None:
-            os.environ["TORCHINDUCTOR_CACHE_DIR"] = own_cache
     rec.update(rival=spec.rival, rival_compile_s=round(time.perf_counter() - began, 3))
     return True
 

@@ -8,6 +8,12 @@ whole compile. So the cache of each measured config is kept, and confirmation tr
 from it: the same kernels, in seconds. Their cold compile time is the search's measurement, and
 the compile they do measure is the warm one (a restart that keeps the cache) at no extra cost.
 Only the caches of the best few configs are kept; all are removed when the run ends.
+
+The correctness checks share one more (:attr:`KeptCaches.checks`): a training step that draws
+random numbers is checked with its forwards compiled again under ``fallback_random``, a second
+cold compile of them, after everything the trial times. The forwards of ``+optimizer`` are plain
+compile's, so its check found them compiled already; on the zoo's GPT-2 training that check was
+48-58 s of a 144-216 s trial (docs/zoo.md, measurement 17).
 """
 from __future__ import annotations
 
@@ -23,6 +29,11 @@ KEEP = 6
 class KeptCaches:
     def __init__(self, work_dir: Path) -> None:
         self.root = Path(work_dir) / "caches"
+
+    @property
+    def checks(self) -> Path:
+        """The inductor cache the run's correctness checks share (``TrialSpec.check_cache_dir``)."""
+        return self.root.parent / "check-cache"
 
     def path(self, key: str) -> Path:
         return self.root / hashlib.sha256(key.encode()).hexdigest()[:16]
@@ -47,3 +58,4 @@ class KeptCaches:
 
     def clear(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
+        shutil.rmtree(self.checks, ignore_errors=True)
