@@ -607,3 +607,45 @@ def test_a_part_of_a_round_compiles_warm_as_the_budget_priced_it():
     assert part.get(TUNED.key()) == 1
     r._round(only=part)
     assert calls[-1] == (TUNED.key(), True)
+
+
+def test_an_opening_that_yields_after_one_round_decides_plain_compile_on_the_first_candidates_processes():
+    # The zoo's GPT-2 training at --budget 10m: a second round of plain compile's own left the
+    # first candidate no time. Plain compile rides in the candidate's processes as its second round:
+    # its first look comes after the candidate's first round, with no process of its own in it.
+    calls: list = []
+    speedups = {PLAIN_COMPILE.key(): 1.3, TUNED.key(): 1.3 * 1.2}
+    measure = beside_plain(speedups)
+    r = race(lambda cfg, label, **kw: (calls.append((cfg.key(), kw.get("round_"))), measure(cfg, label, **kw))[1],
+             per_round=PAIRED_PER_ROUND, beside_plain=True, eager_alone_rounds=0)  # as under a --budget
+    baseline = {**measure(PLAIN_COMPILE, "plain", timing="beside"), "timing": "beside", "step_mean_s": 0.01 / 1.3,
+                "eager_step_mean_s": 0.01}
+    r.join([PLAIN_COMPILE], baseline=baseline)
+    r.run(until=1)
+    assert r.done == 1 and not r.decision and not r.rides()  # one round of its own: it runs its own
+    r.rides_after = 1
+    trial = {**measure(TUNED, "search", timing="beside", rival=PLAIN_COMPILE), "step_mean_s": 0.01 / 1.56,
+             "eager_step_mean_s": 0.01}
+    r.join([TUNED], opened={TUNED.key(): trial})
+    assert r.rides() and r.next_round_processes() == PAIRED_PER_ROUND - 1
+    calls.clear()
+    d = r.run(until=2)
+    assert {key for key, _ in calls} == {TUNED.key()}, calls  # no process of plain compile's own
+    plain = next(c for c in d["candidates"] if c["config"] == PLAIN_COMPILE.to_dict())
+    assert d["verdict"] == "compile" and plain["rides"]["pooled"] is True, d.get("reason")
+    assert d["choice"] == PLAIN_COMPILE.to_dict() or d["choice"] == TUNED.to_dict()
+
+
+def test_plain_compile_runs_its_own_second_round_where_no_candidate_carries_it():
+    # an opening that yielded early, but the search's first config did not join (it failed, or read
+    # behind plain compile): plain compile's second round is its own, not none
+    speedups = {PLAIN_COMPILE.key(): 1.3}
+    measure = beside_plain(speedups)
+    r = race(measure, per_round=PAIRED_PER_ROUND, beside_plain=True, eager_alone_rounds=0)
+    baseline = {**measure(PLAIN_COMPILE, "plain", timing="beside"), "step_mean_s": 0.01 / 1.3,
+                "eager_step_mean_s": 0.01}
+    r.join([PLAIN_COMPILE], baseline=baseline)
+    r.run(until=1)
+    r.rides_after = 1
+    assert not r.rides() and r.next_round_processes() == PAIRED_PER_ROUND
+    assert r.run(until=2)["verdict"] == "compile"

@@ -276,7 +276,7 @@ def open_race(study, scoring: Scoring, tuner: Tuner, k: int, rounds: int, log=pr
               round_fits: Callable[[int, int | None], bool] | None = None, tie_margin: float = stats.TIE_MARGIN,
               on_look: Callable[[dict], None] | None = None,
               started: Callable[[Race], None] | None = None, yield_after: int | None = None,
-              eager_alone: bool = True) -> Race | None:
+              eager_alone: bool = True, shorten: Callable[[Race], bool] | None = None) -> Race | None:
     """Race eager against plain compile right after the baselines, until a look decides: the run's
     first answer, minutes in, before the search. The opening ends sooner where its last look
     estimates that the race's rounds cannot decide it (tuner/decide/stats.py's
@@ -289,7 +289,12 @@ def open_race(study, scoring: Scoring, tuner: Tuner, k: int, rounds: int, log=pr
     before its first round. ``yield_after``: the opening ends after that many rounds, decided or
     not, where the race's candidates carry plain compile in their processes (``Race.rides``): the
     search's candidates then decide it as they race (the zoo's Llama training, --budget 10m,
-    2026-12-07: an opening of three 134 s rounds to call a 1.02x, and nothing searched)."""
+    2026-12-07: an opening of three 134 s rounds to call a 1.02x, and nothing searched).
+    ``shorten(race)``, asked after the first round: whether the opening yields there, plain compile
+    riding in the first candidate's processes from its second round on (``Race.rides_after``), where
+    only that leaves the search's first candidate the time to be compared with plain compile (the
+    run's clock says: tuner/run/racing.py). The first answer then comes with that candidate's first
+    round, a search trial later."""
     plain = _baseline(study, ROLE_PLAIN)
     if (k <= 0 or rounds <= 0 or plain is None or plain.user_attrs.get("status") != "ok"
             or not could_win(plain.user_attrs, scoring)):  # its compile outweighs any step it could save
@@ -305,7 +310,16 @@ def open_race(study, scoring: Scoring, tuner: Tuner, k: int, rounds: int, log=pr
         "until a look decides (the search follows and its finalists join the race)"
     log(f"racing eager against plain torch.compile in fresh processes, round by round {until} ...")
     try:
-        race.run(round_fits, until=yield_after if yield_after and race.beside_plain else rounds)
+        yields = bool(yield_after and race.beside_plain)
+        if yields and shorten is not None:
+            race.run(round_fits, until=1)
+            if race.done == 1 and not race.decision and shorten(race):
+                race.rides_after = 1
+                log("  race round 1 done: the opening yields to the search's first candidate now, plain torch.compile "
+                    "stepped in its processes as its second round (a second round of its own would leave the "
+                    "candidate no time to be compared with it)")
+                return race
+        race.run(round_fits, until=yield_after if yields else rounds)
     except Exception as exc:  # noqa: BLE001 - the search goes on; confirmation tries a race of its own
         log(f"  the race failed ({type(exc).__name__}: {exc}".splitlines()[0][:300] + "); the search goes on")
         return None

@@ -167,8 +167,13 @@ def _figures(records: dict[str, Record], ok: list[Record], scoring: Scoring, loo
     speedups = {r.key: contrasts[r.key].speedup(levels[r.key]) for r in ok}
     savings = {r.key: stats.saving_of(contrasts[r.key], scoring.steps, e_step, se_log, costs[r.key], levels[r.key],
                                       base_df=len(e_steps) - 1) for r in ok}
+    rounds = {r.key: r.rounds for r in ok}
+    if ridden and ridden.get("pooled") and PLAIN_COMPILE.key() in rounds:
+        # the rounds its rides came from are rounds of its samples too (an opening that yielded after
+        # its first round: plain compile's second is the first candidate's: tuner/decide/race.py)
+        rounds[PLAIN_COMPILE.key()] = len(records[PLAIN_COMPILE.key()].round_set | rides.ride_rounds(records))
     for r in ok:
-        if r.rounds < OWN_ROUNDS:
+        if rounds[r.key] < OWN_ROUNDS:
             # One round of its own: its spread has a degree of freedom or two and at the looks'
             # confidence its interval spans 0x to 10^9x, true and of no use. No interval is stated
             # until its second round (a --budget that cut the race short after one round of
@@ -179,13 +184,13 @@ def _figures(records: dict[str, Record], ok: list[Record], scoring: Scoring, loo
     if ridden and PLAIN_COMPILE.key() in summaries:
         summaries[PLAIN_COMPILE.key()]["rides"] = ridden
     for r in ok:
-        if r.rounds >= OWN_ROUNDS:
+        if rounds[r.key] >= OWN_ROUNDS:
             summaries[r.key]["unadjusted"] = _unadjusted(contrasts[r.key], scoring.steps, e_step, se_log, costs[r.key],
                                                          len(e_steps) - 1)
     plain = None
     if any(r.key == PLAIN_COMPILE.key() for r in ok):
         plain = AgainstPlain.weigh(contrasts, costs, levels, {r.key: r.config.describe() for r in ok},
-                                   {r.key for r in ok if r.rounds >= OWN_ROUNDS}, scoring.steps, e_step, se_log,
+                                   {r.key for r in ok if rounds[r.key] >= OWN_ROUNDS}, scoring.steps, e_step, se_log,
                                    len(e_steps) - 1, tie_margin, direct=beside_plain(ok, OWN_ROUNDS))
         for key, row in plain.rows.items():
             summaries[key]["against_plain"] = row

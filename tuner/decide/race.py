@@ -132,6 +132,10 @@ class Race:
     slots: int = 1
     """Candidates beyond plain compile racing undecided against it at once; the search's others wait
     (:attr:`waiting`, :meth:`admit`)."""
+    rides_after: int = MIN_ROUNDS
+    """Plain compile's own rounds before it may ride in the candidates' processes (:meth:`rides`):
+    one where the opening yields after its first round to let the search's first candidate in
+    (tuner/decide/confirm.py's ``open_race``, ``shorten``)."""
     finalist_keys: list[str] = field(default_factory=list)
     """The search's finalists as the study names them (what tells a stored decision is current)."""
     records: dict[str, Record] = field(init=False)
@@ -326,19 +330,29 @@ class Race:
         ``joining``: as if a candidate that will hold it joins (the budget's price of a joiner)."""
         plain = self.records.get(PLAIN_COMPILE.key())
         if not (self.paired and self.beside_plain and self.per_round > 1 and plain is not None
-                and self._plain_steps() and self.done - plain.joined >= MIN_ROUNDS):
+                and self._plain_steps() and self.done - plain.joined >= self.rides_after):
             return False
-        return joining or any(not self.records[c.key()].rival or self.records[c.key()].rival[-1]
-                              for c in self.racing if c.key() != PLAIN_COMPILE.key())
+        beyond = [self.records[c.key()] for c in self.racing if c.key() != PLAIN_COMPILE.key()]
+        if plain.rounds >= MIN_ROUNDS:
+            return joining or any(not r.rival or r.rival[-1] for r in beyond)
+        # its second round from the rides: only processes that did step it, and only while the rides
+        # agree with its own processes (pooled: tuner/decide/rides.py), or it would never get one
+        row = next((c for c in self.decision.get("candidates") or [] if c.get("config") == PLAIN_COMPILE.to_dict()), {})
+        if (row.get("rides") or {}).get("pooled") is False:
+            return False
+        return joining or any(r.rival and r.rival[-1] for r in beyond)
 
-    def joiner_processes(self) -> tuple[int, int]:
+    def joiner_processes(self, least: bool = False) -> tuple[int, int]:
         """``(cold, warm)``: the processes a candidate joining after its search trial (one of its
         own, cold) runs, with the rest of the race, until its first look (:data:`MIN_ROUNDS`
         rounds): what the ``--budget`` keeps for it before a search trial starts. Where the race's
         slots are full it will wait (:meth:`admit`): its own processes come once one is decided,
-        and only the rest of the race is priced."""
+        and only the rest of the race is priced. ``least``: its own processes only as many as its
+        first interval needs at the least (a round of its own, then a process of the next: the
+        ``--budget``'s last round in part, :meth:`_part_round`), and plain compile riding."""
         waits = self.undecided_beyond_plain() >= self.slots
-        own = 0 if waits else self.per_round * MIN_ROUNDS - 1
+        # (less its search trial, one of them)
+        own = 0 if waits else (self.per_round if least else self.per_round * MIN_ROUNDS - 1)
         cold = 0 if waits else self._cold_compiles("a joiner") - 1
         others = sum(0 if c.key() == PLAIN_COMPILE.key() and self.rides(joining=True) else self._processes_of(c.key())
                      for c in self.racing) * MIN_ROUNDS
@@ -429,6 +443,10 @@ class Race:
         need = (self.decision.get("to_decide") or {}).get("rounds")
         return (bool(self.racing) and not self.settled() and self.done < self.rounds and self.spent is None
                 and not self.decision.get("cut_short") and (need is None or need <= self.rounds))
+
+    def beyond_plain_joined(self) -> bool:
+        """Whether any candidate beyond plain compile has joined (racing, decided or dropped)."""
+        return any(k not in (PLAIN_COMPILE.key(), EAGER.key(), AS_STARTED) for k in self.records)
 
     def undecided_beyond_plain(self) -> int:
         """Candidates beyond plain compile still racing whose comparison with it is open."""

@@ -131,7 +131,7 @@ class Record:
     @property
     def rival_rounds(self) -> int:
         """The rounds with a process that stepped plain compile beside this config."""
-        return len({rnd for (rnd, _), r in zip(self.steps, self.rival) if r})
+        return len(self.rival_round_set)
 
     @property
     def processes(self) -> int:
@@ -140,7 +140,17 @@ class Record:
     @property
     def rounds(self) -> int:
         """The rounds in which it ran cleanly (a candidate decides only after :data:`OWN_ROUNDS`)."""
-        return len({rnd for rnd, _ in self.steps})
+        return len(self.round_set)
+
+    @property
+    def round_set(self) -> set[int]:
+        """Those rounds."""
+        return {rnd for rnd, _ in self.steps}
+
+    @property
+    def rival_round_set(self) -> set[int]:
+        """The rounds with a clean process that stepped plain compile beside this config."""
+        return {rnd for (rnd, _), r in zip(self.steps, self.rival) if r}
 
     def compile_samples(self, scoring: Scoring) -> list[float]:
         """The compile times the score charges: warm ones where it charges a warm cache and has them;

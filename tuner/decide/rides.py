@@ -34,6 +34,13 @@ def ride_samples(records: dict[str, Record], eager_key: str) -> list[stats.Sampl
             for s in r.ride_samples(eager_key, plain)]
 
 
+def ride_rounds(records: dict[str, Record]) -> set[int]:
+    """The rounds of the processes :func:`ride_samples` takes."""
+    plain = PLAIN_COMPILE.key()
+    return {rnd for r in records.values() if r.config.compiles and r.key != plain and r.paired
+            for rnd in r.rival_round_set}
+
+
 def pooled(own: list[stats.Sample], rides: list[stats.Sample], eager_key: str
            ) -> tuple[list[stats.Sample], dict[str, Any] | None]:
     """Plain compile's samples for its fit: its own processes' and, where they agree, the rides';

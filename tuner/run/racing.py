@@ -60,7 +60,25 @@ class RaceSteps:
                                   tie_margin=opts.tie_margin, on_look=self._answer_so_far,
                                   started=lambda race: setattr(self, "race", race),
                                   yield_after=MIN_ROUNDS if clock.bounded and self._search_left() else None,
-                                  eager_alone=not clock.bounded)
+                                  eager_alone=not clock.bounded, shorten=self._opening_short if clock.bounded else None)
+
+    def _opening_short(self, race: Race) -> bool:
+        """Whether the opening yields after its first round (``open_race``'s ``shorten``): the
+        search's first trial and the least its config needs for a first interval against plain
+        compile (``Race.joiner_processes(least=True)``), plain compile riding in them as its second
+        round, fit in the budget, where after a second round of plain compile's own they would not.
+        Seen on the zoo's GPT-2 training (--budget 10m, 2026-12-07): the opening's second round took
+        108 s, and ``+optimizer``, 1.22x plain compile's steps in its search trial, then had no time
+        for a round of its own."""
+        if not self._search_left():
+            return False
+        second = race.next_round_processes()  # plain compile's own, in a whole opening
+        race.rides_after = 1
+        try:
+            cold, warm = race.joiner_processes(least=True)
+        finally:
+            race.rides_after = MIN_ROUNDS
+        return self.clock.search_trial_fits((cold, warm)) and not self.clock.search_trial_fits((cold, warm + second))
 
     def _race_between(self) -> None:
         """After each search trial: the config it measured joins the race, its trial one of its
@@ -118,7 +136,10 @@ class RaceSteps:
         five processes its config would need for a look (about 470 s) did not fit in the 216 s
         left, and 3m 16s went unused with 7 configs unsearched."""
         race = self.race
-        joiner = race.joiner_processes() if race is not None and (race.answer or race.rides(joining=True)) else None
+        joiner = None
+        if race is not None and (race.answer or race.rides(joining=True)):
+            # the opening yielded early for the first candidate: the least its first interval needs
+            joiner = race.joiner_processes(least=race.rides_after < MIN_ROUNDS and not race.beyond_plain_joined())
         if self.clock.search_trial_fits(joiner):
             return True
         # (not while a searched config waits for its turn: the trial would take the time of its race)
