@@ -337,7 +337,8 @@ class Race:
             return joining or any(not r.rival or r.rival[-1] for r in beyond)
         # its second round from the rides: only processes that did step it, and only while the rides
         # agree with its own processes (pooled: tuner/decide/rides.py), or it would never get one
-        row = next((c for c in self.decision.get("candidates") or [] if c.get("config") == PLAIN_COMPILE.to_dict()), {})
+        row: dict[str, Any] = next((c for c in self.decision.get("candidates") or []
+                                    if c.get("config") == PLAIN_COMPILE.to_dict()), {})
         if (row.get("rides") or {}).get("pooled") is False:
             return False
         return joining or any(r.rival and r.rival[-1] for r in beyond)
