@@ -66,19 +66,21 @@ class RaceSteps:
         """Whether the opening yields after its first round (``open_race``'s ``shorten``): the
         search's first trial and the least its config needs for a first interval against plain
         compile (``Race.joiner_processes(least=True)``), plain compile riding in them as its second
-        round, fit in the budget, where after a second round of plain compile's own they would not.
+        round, fit in the budget, where after a second round of plain compile's own the trial and
+        what :meth:`_trial_fits_now` then asks for its config (two rounds of its own) would not.
         Seen on the zoo's GPT-2 training (--budget 10m, 2026-12-07): the opening's second round took
         108 s, and ``+optimizer``, 1.22x plain compile's steps in its search trial, then had no time
         for a round of its own."""
         if not self._search_left():
             return False
         second = race.next_round_processes()  # plain compile's own, in a whole opening
-        race.rides_after = 1
+        race.rides_after = 1  # (after a whole opening plain compile rides in the joiner's processes too)
         try:
-            cold, warm = race.joiner_processes(least=True)
+            cold, least = race.joiner_processes(least=True)
+            _, whole = race.joiner_processes()  # what _trial_fits_now asks of a trial after a whole opening
         finally:
             race.rides_after = MIN_ROUNDS
-        return self.clock.search_trial_fits((cold, warm)) and not self.clock.search_trial_fits((cold, warm + second))
+        return self.clock.search_trial_fits((cold, least)) and not self.clock.search_trial_fits((cold, whole + second))
 
     def _race_between(self) -> None:
         """After each search trial: the config it measured joins the race, its trial one of its
