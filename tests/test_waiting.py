@@ -163,3 +163,23 @@ def test_a_candidate_near_a_tie_with_plain_yields_its_slot_only_to_a_waiting_one
     else:  # what waits read no better than the one racing: it keeps its slot
         assert not r.records[TIED.key()].dropped and TIED.key() in {c.key() for c in r.racing}
         assert [w.config.key() for w in r.waiting] == [waiting.key()]
+
+
+def test_the_races_choice_keeps_its_slot_near_a_tie():
+    # On the zoo's ViT-B/16 (af8bc3f) `cpp_wrapper`, the only config decided against eager, yielded;
+    # the looks after could not tell and the verdict named the dropped config. The race's choice
+    # keeps its slot, whatever waits.
+    from tuner.decide.waiting import Waiting
+
+    lines: list[str] = []
+    plain = 1.3
+    r = opened({PLAIN_COMPILE.key(): plain, TIED.key(): plain}, lines)
+    assert join_searched(r, search_trial(TIED, plain, plain), SCORING, lines.append)
+    while r.done < r.records[TIED.key()].joined + MIN_ROUNDS:
+        r.run(until=r.done + 1)
+    row = dict(r.decision["against_plain"][TIED.key()], saving_interval_s=[-1.0, 1.0], speedup=1.0)
+    r.waiting.append(Waiting(FAST, None, 0.0, "1.05x plain torch.compile's steps in its search trial", 1.05))
+    r.decision["choice"] = PLAIN_COMPILE.to_dict()
+    assert r._reads_better(row, TIED.key()) is r.waiting[0]
+    r.decision["choice"] = TIED.to_dict()
+    assert r._reads_better(row, TIED.key()) is None

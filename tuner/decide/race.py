@@ -387,7 +387,7 @@ class Race:
                 why[key] = f"{'slower than' if row['zone'] == 'slower' else 'ties'} plain torch.compile"
             elif row["zone"] is None and not self._can_decide(row, key):
                 why[key] = "its comparison with plain torch.compile needs more rounds than the race has left"
-            elif row["zone"] is None and (better := self._reads_better(row)) is not None:
+            elif row["zone"] is None and (better := self._reads_better(row, key)) is not None:
                 why[key] = (f"at most {row['saving_interval_s'][1]:+.1f} s over plain torch.compile, near a tie, while "
                             f"{better.config.describe()} waits ({better.reading}): it yields its slot")
         for key, reason in why.items():
@@ -399,7 +399,7 @@ class Race:
         self.racing = [c for c in self.racing if c.key() not in why or c.key() == plain]
         return [f"{self.records[k].config.describe()}: {r}" for k, r in why.items() if k in self.records]
 
-    def _reads_better(self, row: dict[str, Any]) -> Waiting | None:
+    def _reads_better(self, row: dict[str, Any], key: str) -> Waiting | None:
         """A waiting candidate a racing one undecided against plain compile yields its slot to, or
         None: the racing one could at best save a near tie over plain compile (the upper end of its
         saving under :data:`NEAR_TIE_MARGINS` tie margins), and the waiting one read faster steps
@@ -408,12 +408,18 @@ class Race:
         +119.5 s against a 65 s margin after its own two rounds), held the one slot for rounds 3 to 7
         while ``freezing`` and ``cpp_wrapper`` with ``freezing``, at 1.02x in their search trials,
         waited and never raced. Dropping it is an early stop for futility: it can only make a
-        "beats plain" rarer, never more frequent than the error rate allows."""
+        "beats plain" rarer, never more frequent than the error rate allows. The waiting one is the
+        one :meth:`admit` takes next (the lowest total as its trial read it), and the racing one is
+        not the race's choice: dropped, the choice would stand only as an earlier look's answer
+        (seen on the zoo's ViT-B/16 at ``af8bc3f``: ``cpp_wrapper``, the only config decided against
+        eager, yielded; the looks after could not tell, and the verdict named the dropped config)."""
         high, speedup = (row.get("saving_interval_s") or [None, None])[1], row.get("speedup")
         if high is None or speedup is None or high >= NEAR_TIE_MARGINS * float(row.get("margin_s") or 0.0):
             return None
-        better = [w for w in self.waiting if w.over_plain is not None and w.over_plain > speedup]
-        return min(better, key=lambda w: w.total_s) if better else None
+        if not self.waiting or self.decision.get("choice") == self.records[key].config.to_dict():
+            return None
+        following = min(self.waiting, key=lambda w: w.total_s)
+        return following if following.over_plain is not None and following.over_plain > speedup else None
 
     def _can_decide(self, row: dict[str, Any], key: str) -> bool:
         """Whether the race's rounds left can decide a candidate against plain compile
