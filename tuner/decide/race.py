@@ -89,6 +89,13 @@ NEAR_TIE_MARGINS = 2.0
 Decision = dict[str, Any]
 
 
+def near_tie(row: dict[str, Any]) -> bool:
+    """Whether a candidate's row against plain compile can at best come near a tie: the upper end of
+    its saving's interval is under :data:`NEAR_TIE_MARGINS` tie margins (False without an interval)."""
+    high = (row.get("saving_interval_s") or [None, None])[1]
+    return high is not None and high < NEAR_TIE_MARGINS * float(row.get("margin_s") or 0.0)
+
+
 def round_processes(candidates: int, heap_apart: bool, paired: bool, per_round: int = 1, alone: bool = True) -> int:
     """The processes of one round: each candidate's ``per_round``, and where ``alone``
     (:func:`times_eager_alone`) eager alone once (paired) or twice, and eager as started where the
@@ -413,8 +420,8 @@ class Race:
         not the race's choice: dropped, the choice would stand only as an earlier look's answer
         (seen on the zoo's ViT-B/16 at ``af8bc3f``: ``cpp_wrapper``, the only config decided against
         eager, yielded; the looks after could not tell, and the verdict named the dropped config)."""
-        high, speedup = (row.get("saving_interval_s") or [None, None])[1], row.get("speedup")
-        if high is None or speedup is None or high >= NEAR_TIE_MARGINS * float(row.get("margin_s") or 0.0):
+        speedup = row.get("speedup")
+        if speedup is None or not near_tie(row):
             return None
         if not self.waiting or self.decision.get("choice") == self.records[key].config.to_dict():
             return None

@@ -13,7 +13,7 @@ from typing import Any
 from ..core.config import PLAIN_COMPILE, TunedConfig
 from ..core.durations import BUDGET_RAN_OUT, format_duration
 from ..decide.confirm import confirm_finalists, join_searched, open_race
-from ..decide.race import MIN_ROUNDS, NEAR_TIE_MARGINS, Race
+from ..decide.race import MIN_ROUNDS, Race, near_tie
 from ..decide.search import Tuner
 from ..decide.verdict import SKIPPED_ATTR
 from ..decide.waiting import SCREENED
@@ -255,8 +255,7 @@ def _worth_racing(race: Race) -> bool:
             continue
         if row is None or row.get("saving_interval_s") is None or row["saving_interval_s"][1] is None:
             return True
-        margin = float(row.get("margin_s") or 0.0)
-        if row.get("zone") is None and row["saving_interval_s"][1] >= NEAR_TIE_MARGINS * margin:
+        if row.get("zone") is None and not near_tie(row):
             return True
     return False
 
