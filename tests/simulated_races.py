@@ -25,7 +25,7 @@ from tuner.core.score import Scoring
 from tuner.decide import evidence
 from tuner.decide import race as race_module
 from tuner.decide.confirm import confirm
-from tuner.decide.race import PAIRED_PER_ROUND
+from tuner.decide.rounds import PAIRED_PER_ROUND
 from tuner.run.options import TuneOptions
 
 TUNED = CompileConfig(target="blocks", options={"freezing": True})
@@ -121,7 +121,7 @@ def race(true: dict[str, float], spread: float, seed: int, finalists=(TUNED,), s
     --budget that fits that many confirmation processes (a round runs only while all of it fits).
     Plain compile's baseline trial compiled cold once before the race (a finalist's search trial
     does not count: tuner/decide/race.py). ``per_round``: each candidate's processes a round
-    (a run's paired race: ``race.PAIRED_PER_ROUND``); ``tie_margin``: the race's (its default)."""
+    (a run's paired race: ``rounds.PAIRED_PER_ROUND``); ``tie_margin``: the race's (its default)."""
     m = Machine(true, spread, seed, **machine)
     plain = PLAIN_COMPILE.key()
     search_cold = {plain: m.cold_compile(plain)} if m.median_compile(plain) else None

@@ -16,7 +16,7 @@ import pytest
 from simulated_races import acceptance, power, within
 
 from tuner.decide import boundaries, stats
-from tuner.decide.race import PAIRED_PER_ROUND
+from tuner.decide.rounds import PAIRED_PER_ROUND
 
 #: Simulated races per check: a rate of 2.5 % is then told from 2.66 % (the z rule's) in all but
 #: about 2 % of seeds, and from a halved or doubled one always.

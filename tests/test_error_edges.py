@@ -169,7 +169,8 @@ def late_joiner(seed: int, cut: int | None = None, noisier: float = 2.0) -> tupl
     from simulated_races import Machine
 
     from tuner.core.score import Scoring
-    from tuner.decide.race import PAIRED_PER_ROUND, Race
+    from tuner.decide.race import Race
+    from tuner.decide.rounds import PAIRED_PER_ROUND
 
     same = {PLAIN_COMPILE.key(): 1.3, TUNED.key(): 1.3}
     m = Machine(same, 0.15, seed, inner={PLAIN_COMPILE.key(): 0.01, TUNED.key(): 0.01 * noisier})

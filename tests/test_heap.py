@@ -15,7 +15,7 @@ from simulated_races import TUNED, race
 from tuner.core.config import EAGER, PLAIN_COMPILE, TunedConfig
 from tuner.core.score import Scoring
 from tuner.decide import eager_alone
-from tuner.decide.race import NOT_TIMED
+from tuner.decide.rounds import NOT_TIMED
 from tuner.decide.records import AS_STARTED, Record
 from tuner.decide.verdict import _from_confirmation, pick_best
 from tuner.report import verdict_text

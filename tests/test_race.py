@@ -9,7 +9,8 @@ import pytest
 from tuner.core.config import EAGER, PLAIN_COMPILE, CompileConfig
 from tuner.core.score import Scoring
 from tuner.decide import stats
-from tuner.decide.race import COLD_COMPILES, MIN_ROUNDS, PAIRED_PER_ROUND, Race
+from tuner.decide.race import Race
+from tuner.decide.rounds import COLD_COMPILES, MIN_ROUNDS, PAIRED_PER_ROUND
 
 SCORING = Scoring(steps=100_000, eager_step_s=0.01)
 TUNED = CompileConfig(target="blocks", options={"freezing": True})

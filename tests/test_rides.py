@@ -7,7 +7,7 @@ import random
 
 from tests.test_race import TUNED, beside_plain, race
 from tuner.core.config import PLAIN_COMPILE
-from tuner.decide.race import MIN_ROUNDS, PAIRED_PER_ROUND
+from tuner.decide.rounds import MIN_ROUNDS, PAIRED_PER_ROUND
 
 
 def plain_of(decision: dict) -> dict:
@@ -111,7 +111,8 @@ def test_plain_compile_runs_its_own_first_rounds_before_it_rides():
 
 def test_a_candidate_whose_compile_is_within_the_margin_compiles_cold_once():
     from tuner.core.score import Scoring
-    from tuner.decide.race import COLD_COMPILES, Race
+    from tuner.decide.race import Race
+    from tuner.decide.rounds import COLD_COMPILES
 
     speedups = {PLAIN_COMPILE.key(): 1.3, TUNED.key(): 1.3}
     for steps, colds in ((100_000, COLD_COMPILES), (10_000_000, 1)):  # 30 s of 1,000 s or of 100,000 s

@@ -7,7 +7,7 @@ import pytest
 from tests.test_race import SCORING, beside_plain, race
 from tuner.core.config import PLAIN_COMPILE, CompileConfig
 from tuner.decide.confirm import CONFIRM_TIMING_SHARE, join_searched
-from tuner.decide.race import MIN_ROUNDS, PAIRED_PER_ROUND
+from tuner.decide.rounds import MIN_ROUNDS, PAIRED_PER_ROUND
 from tuner.decide.waiting import SCREENED
 from tuner.study._attrs import trial_attrs
 

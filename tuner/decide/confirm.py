@@ -31,7 +31,8 @@ from ..core.durations import BUDGET_RAN_OUT
 from ..core.score import Scoring, total_time
 from ..study import ROLE_EAGER, ROLE_PLAIN, measured_trials
 from . import stats
-from .race import EAGER_ALONE, EAGER_ALONE_ROUNDS, MIN_ROUNDS, PAIRED_PER_ROUND, Race, round_processes  # noqa: F401 - the budget's plan reads them here
+from .race import Race
+from .rounds import EAGER_ALONE, EAGER_ALONE_ROUNDS, MIN_ROUNDS, PAIRED_PER_ROUND, round_processes  # noqa: F401 - the budget's plan reads them here
 from .search import Tuner
 from .verdict import SKIPPED_ATTR, finalist_configs
 from .verdict import ranked as ranked_trials
@@ -233,7 +234,7 @@ def new_race(study, scoring: Scoring, tuner: Tuner, k: int, rounds: int, log=pri
     allows (paired where the heap is pinned or on a GPU); each decided look is stored in the
     study (user attribute ``confirmation``, finalists as they stand) before ``on_look`` sees it.
     ``eager_alone``: a paired race times eager alone in its first rounds (off under a ``--budget``:
-    ``race.NOT_TIMED``)."""
+    ``rounds.NOT_TIMED``)."""
     on_gpu = tuner.settings.device.startswith("cuda")
     heap_apart = tuner.settings.heap == "pinned" and not on_gpu
     # in one process eager beside a config reads as alone only with the heap pinned (docs/zoo.md)

@@ -12,7 +12,7 @@ from .records import AS_STARTED, Record
 
 #: The fewest degrees of freedom at which the heap pin's own gain is stated with an interval. Paired
 #: (every CPU run with the heap pinned), eager alone and eager as started run once a round in the
-#: first two rounds only (race.EAGER_ALONE_ROUNDS): four processes, two rounds, one degree of
+#: first two rounds only (rounds.EAGER_ALONE_ROUNDS): four processes, two rounds, one degree of
 #: freedom. There the 95 % t quantile is 12.7 (4.30 at 2 df, 2.78 at 4, against the normal's 1.96),
 #: and a spread from one residual lies anywhere from 0.45 to 32 times the truth (95 %): the README
 #: example read "0.96x (0.35x to 2.68x)", the zoo's GPT-2 training 1.17x (1.17x-1.17x), a

@@ -248,7 +248,7 @@ def _verdict(call: stats.Call, leader: str, f: _Figures, machine: dict, eager: R
                f"the best config ({label}) is slower than eager: {words}")
         return {"verdict": "stay_eager", "choice": EAGER.to_dict(), "best": f.summaries[leader], "reason": why,
                 "zone": call.zone}
-    # every record's rounds: paired rounds after the first look time no eager alone (tuner/decide/race.py)
+    # every record's rounds: paired rounds after the first look time no eager alone (tuner/decide/rounds.py)
     rounds = max((rnd for r in f.records.values() for rnd, _ in r.steps), default=0) + 1
     need = stats.rounds_to_decide(best, f.tie_margin * f.eager_total, rounds, df=f.models[leader].df)
     if not math.isfinite(best.low):

@@ -1,7 +1,7 @@
 """Plain compile riding in the candidates' processes: each process of a candidate beyond plain
 compile steps plain compile as a third side beside eager (tuner/measure/timing.py), so it is a
 paired sample of plain compile against eager as much as one of plain compile's own processes is.
-Once candidates race, plain compile runs none of its own (tuner/decide/race.py: ``Race.rides``)
+Once candidates race, plain compile runs none of its own (tuner/decide/rounds.py: ``RoundMakeup.rides``)
 and is weighed on theirs too.
 
 What pooling them assumes, and is checked before it is done: a third side in the process leaves

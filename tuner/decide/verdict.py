@@ -278,7 +278,7 @@ def _from_confirmation(decision: dict, scoring: Scoring, tuned_on: dict, study) 
 
 def _heap_gain(decision: dict) -> dict[str, Any]:
     """Eager pinned against eager as a user's process starts: a side figure (eager_alone.HEAP_GAIN_DF);
-    under a --budget not timed, and why (race.NOT_TIMED)."""
+    under a --budget not timed, and why (rounds.NOT_TIMED)."""
     heap = decision.get("heap")
     if not heap:
         return {"eager_alone": decision["eager_alone"]} if decision.get("eager_alone") else {}
