@@ -243,3 +243,71 @@ def test_stock_hugging_face_gpt2_training_with_dropout_is_correct_when_compiled(
     result = run_isolated(spec, timeout=300, work_dir=tmp_path)
     assert result["status"] == "ok", result.get("correctness_error") or result.get("failure")
     assert result["stochastic"] is True and result["correct"] is True and result["regions"] == 2
+
+
+def seeding_runner(workloads, tmp_path):
+    import optuna
+
+    from tuner.decide.trial_runner import TrialRunner
+
+    settings = StudySettings(workload=str(workloads / "blocks.py"), task="train", device="cpu", threads=1,
+                             steps=1000, trials=1, trial_timeout=300, measure_seconds=0.3, rounds=2)
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    return TrialRunner(optuna.create_study(), settings, tmp_path / "work", leaders=lambda: [])
+
+
+def store(runner, config, result, role="plain"):
+    import optuna
+
+    from tuner.study._attrs import trial_attrs
+
+    runner.study.add_trial(optuna.trial.create_trial(value=1.0, user_attrs=trial_attrs(config, role, result, None)))
+
+
+@pytest.mark.slow
+def test_a_compiled_optimizer_step_starts_from_the_cache_of_the_same_config_without_it(workloads, tmp_path):
+    # +optimizer's model graphs are plain compile's: its trial finds them in a copy of plain compile's
+    # kept cache and compiles only the optimizer step cold; its cold compile is what it measured plus
+    # plain compile's cold compile less its warm one
+    runner = seeding_runner(workloads, tmp_path)
+    plain = CompileConfig(backend="inductor")
+    base = runner.measure(plain, warm=True)
+    assert base["status"] == "ok" and base["compile_time_warm_s"] < base["compile_time_s"], base.get("failure")
+    store(runner, plain, base)
+    result = runner.measure(dataclasses.replace(plain, compile_optimizer=True))
+    assert result["status"] == "ok", result.get("failure")
+    seeded = result["compile_seeded"]
+    assert seeded["graphs_found"] == result["fxgraph_cache_hits"] >= base["fxgraph_cache_misses"] > 0, seeded
+    assert result["fxgraph_cache_misses"] > 0, "the optimizer step compiled cold"
+    assert result["compile_time_s"] == pytest.approx(
+        seeded["measured_s"] + base["compile_time_s"] - base["compile_time_warm_s"], abs=1e-3)
+    assert result["compile_peak_memory_mb"] >= base["compile_peak_memory_mb"]
+    # its own cache is kept apart from plain compile's: the optimizer step's entries are its alone
+    own, kept = runner.caches.get(dataclasses.replace(plain, compile_optimizer=True).key()), runner.caches.get(plain.key())
+    assert own != kept and sum(1 for _ in own.rglob("*")) > sum(1 for _ in kept.rglob("*"))
+
+
+def test_a_compiled_optimizer_step_compiles_cold_without_the_base_configs_warm_compile(workloads, tmp_path):
+    runner = seeding_runner(workloads, tmp_path)
+    plain, with_optimizer = CompileConfig(backend="inductor"), CompileConfig(backend="inductor", compile_optimizer=True)
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    runner.caches.keep(plain.key(), kept)
+    store(runner, plain, {"status": "ok", "compile_time_s": 30.0})  # its warm compile never measured
+    assert runner._seed(with_optimizer) is None
+    store(runner, plain, {"status": "ok", "compile_time_s": 30.0, "compile_time_warm_s": 4.0})
+    seed = runner._seed(with_optimizer)
+    assert seed is not None and (seed.cold_s, seed.warm_s) == (30.0, 4.0)
+    assert runner._seed(plain) is None and runner._seed(dataclasses.replace(with_optimizer, target="blocks")) is None
+    # a trial that found none of the base's graphs compiled cold after all: left as it measured
+    cold = {"status": "ok", "compile_time_s": 50.0, "fxgraph_cache_hits": 0}
+    seed.compose(cold)
+    assert cold["compile_time_s"] == 50.0 and cold["compile_seeded"]["graphs_found"] == 0
+    found = {"status": "ok", "compile_time_s": 20.0, "fxgraph_cache_hits": 2, "peak_memory_mb": 10.0}
+    seed.compose(found)
+    assert found["compile_time_s"] == pytest.approx(46.0) and found["compile_seeded"]["measured_s"] == 20.0
+    from tuner.report._rows import seeded_note
+
+    assert seeded_note(found["compile_seeded"]) == ("compile: 20.0 s measured, whole/inductor/default's 2 graph(s) "
+                                                    "found in its cache, plus their cold compile (+26.0 s)")
+    assert seeded_note(cold["compile_seeded"]) == "" and seeded_note(float("nan")) == ""

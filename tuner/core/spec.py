@@ -202,6 +202,10 @@ class Measurement(TypedDict, total=False):
     environment: dict[str, Any]
     trace_dir: str
     compile_time_warm_s: float
+    compile_seeded: dict[str, Any]
+    """A config that compiles the optimizer step too, started from the cache of the same config
+    without it (tuner/decide/trial_runner.py ``Seed``): the base, the graphs it found, the compile
+    measured, and the base's cold and warm compiles that made ``compile_time_s`` a cold one."""
     pruned_reason: str
     child_import_s: float
     setup_s: float

@@ -43,6 +43,7 @@ from typing import Any, cast
 from ..core.config import CompileConfig
 from ..core.spec import TrialSpec
 from ..ranks.rank import agree_max, check_ranks, line_up, wrap_for_ranks
+from ..system.caches import link_tree
 from ..user.diagnose import DynamoLogCapture, failure
 from ..user.workload import call_model
 from .contention import CoreWait
@@ -221,26 +222,6 @@ def inductor_cache(path: str | None) -> Iterator[None]:
             os.environ["TORCHINDUCTOR_CACHE_DIR"] = own
         elif path:
             os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
-
-
-def link_tree(source: Path, dest: Path) -> None:
-    """Every file of ``source`` into ``dest`` as well (hard links, copies across file systems), but
-    none that ``dest`` holds already: inductor writes each cache entry once, by its key."""
-    import shutil
-
-    for root, _, files in os.walk(source):
-        into = dest / Path(root).relative_to(source)
-        into.mkdir(parents=True, exist_ok=True)
-        for name in files:
-            target = into / name
-            if target.exists():
-                continue
-            try:
-                os.link(Path(root) / name, target)
-            except FileExistsError:  # another lane's check linked it first
-                pass
-            except OSError:
-                shutil.copy2(Path(root) / name, target)
 
 
 @dataclass

@@ -28,6 +28,16 @@ def _num(shown: str, value) -> tuple[str, str]:
     return shown, "" if v is None else repr(v)
 
 
+def seeded_note(seeded) -> str:
+    """How a compile that started from another config's cache was made a cold one
+    (``compile_seeded``: tuner/decide/trial_runner.py ``Seed``), or ""."""
+    if not isinstance(seeded, dict) or seeded.get("base_cold_s") is None:
+        return ""
+    extra = float(seeded["base_cold_s"]) - float(seeded["base_warm_s"])
+    return (f"compile: {float(seeded['measured_s']):.1f} s measured, {seeded['base']}'s {seeded['graphs_found']} "
+            f"graph(s) found in its cache, plus their cold compile ({extra:+.1f} s)")
+
+
 def ordered_trials(data: ReportData) -> pd.DataFrame:
     """Completed trials best total first, then the rest by trial number."""
     frame = data.frame
@@ -50,6 +60,7 @@ def trial_rows(data: ReportData, numeric: bool = True) -> tuple[list[list], list
             note = failure_category(r)
         else:
             note = text(r.get("regional_note")) if not missing(r.get("regional_note")) else ""
+            note = "; ".join(filter(None, [note, seeded_note(r.get("compile_seeded"))]))
             if not missing(r.get("rank_spread")):  # on many ranks: the spread the slowest rank sets
                 note = "; ".join(filter(None, [note, f"slowest rank {int(float(r['slowest_rank']))}, ranks "
                                                      f"{float(r['rank_spread']) * 100:.1f} % apart"]))

@@ -101,7 +101,7 @@ def confirm_trial_wall(attrs: dict, share: float = WARM_COMPILE_SHARE, cold: boo
     first round's, which compiles cold) and times :data:`CONFIRM_TIMING_SHARE` of the steps; the
     rest of the trial (start, checks) as before."""
     wall = float(attrs["trial_wall_s"])
-    cold_s = float(attrs.get("compile_time_s") or 0.0)
+    cold_s = compile_spent_s(attrs)
     compile_s = cold_s if cold else _warm_compile_s(attrs, share)
     # confirmation skips the correctness check (the search checked the config): a float64 model
     # and its run, seconds on a real model
@@ -109,6 +109,16 @@ def confirm_trial_wall(attrs: dict, share: float = WARM_COMPILE_SHARE, cold: boo
     timed = min(rest, timed_s(attrs)) if attrs.get("timed_steps") else rest
     # only the timing shrinks: the process's start, the model's build and the warm-up do not
     return compile_s + (rest - timed) + min(1.0, CONFIRM_TIMING_SHARE / _share(attrs)) * timed
+
+
+def compile_spent_s(attrs: dict) -> float:
+    """The seconds a trial's process spent compiling cold: its cold compile, or where it started from
+    the cache of the same config without the optimizer step (``compile_seeded``,
+    tuner/decide/trial_runner.py) what it measured, which a later cold process of it spends too."""
+    seeded = attrs.get("compile_seeded") or {}
+    if seeded.get("base_cold_s") is not None:
+        return float(seeded["measured_s"])
+    return float(attrs.get("compile_time_s") or 0.0)
 
 
 def _share(attrs: dict) -> float:
@@ -293,7 +303,7 @@ class Plan:
     def without_eager_alone(self, each_s: float, ran: int, trials: int) -> float:
         """A process of a round of ``trials``, from ``each_s`` measured over the ``ran`` of the
         round before, where the next round has fewer: the processes left out are taken as eager
-        alone (a paired race times it in its first rounds only: tuner/decide/race.py), whose cost
+        alone (a paired race times it in its first rounds only: tuner/decide/rounds.py), whose cost
         (:attr:`eager_alone_s`) comes off. A dropped candidate's process costs more than that: the
         estimate errs long, as a budget's should."""
         left_out = ran - trials

@@ -18,6 +18,7 @@ compile's, so its check found them compiled already; on the zoo's GPT-2 training
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 from pathlib import Path
 
@@ -59,3 +60,21 @@ class KeptCaches:
     def clear(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
         shutil.rmtree(self.checks, ignore_errors=True)
+
+
+def link_tree(source: Path, dest: Path) -> None:
+    """Every file of ``source`` into ``dest`` as well (hard links, copies across file systems), but
+    none that ``dest`` holds already: inductor writes each cache entry once, by its key."""
+    for root, _, files in os.walk(source):
+        into = dest / Path(root).relative_to(source)
+        into.mkdir(parents=True, exist_ok=True)
+        for name in files:
+            target = into / name
+            if target.exists():
+                continue
+            try:
+                os.link(Path(root) / name, target)
+            except FileExistsError:  # another lane's check linked it first
+                pass
+            except OSError:
+                shutil.copy2(Path(root) / name, target)
