@@ -2,9 +2,9 @@
 study whose search space holds candidates of known truth, every answer each run wrote judged
 against that truth (the table: benchmarks/race_table.py).
 
-    python benchmarks/full_races.py --out results/full_races.jsonl [--races 200] [--sitting-races N]
+    python benchmarks/full_races.py --out benchmarks/data/full_races.jsonl [--races 200] [--sitting-races N]
                                     [--workloads a.py,b.py,c.py] [--budgets none,6m,4m] [--threads 2] [--block 10]
-    python benchmarks/full_races.py --out results/full_races.jsonl --table
+    python benchmarks/full_races.py --out benchmarks/data/full_races.jsonl --table
 
 Each race is ``compile-tune WORKLOAD --space SPACE.yaml --trials 3 --steps S [--budget B]``
 (``--no-check --no-warm-start --no-progress``: the model check only shapes an ``auto`` space and the
@@ -341,7 +341,7 @@ def run_sitting(args, out: Path) -> None:
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--out", default="results/full_races.jsonl")
+    p.add_argument("--out", default="benchmarks/data/full_races.jsonl")
     p.add_argument("--races", type=int, default=200, help="the plan's length [200]")
     p.add_argument("--sitting-races", type=int, default=0, help="at most this many races now (0: all left)")
     p.add_argument("--workloads", default=",".join(WORKLOADS))
