@@ -13,7 +13,8 @@ from typing import Any
 from ..core.config import PLAIN_COMPILE, TunedConfig
 from ..core.durations import BUDGET_RAN_OUT, format_duration
 from ..decide.confirm import confirm_finalists, join_searched, open_race
-from ..decide.race import MIN_ROUNDS, Race, near_tie
+from ..decide.dropping import near_tie
+from ..decide.race import MIN_ROUNDS, Race
 from ..decide.search import Tuner
 from ..decide.verdict import SKIPPED_ATTR
 from ..decide.waiting import SCREENED
@@ -245,7 +246,7 @@ class RaceSteps:
 def _worth_racing(race: Race) -> bool:
     """Whether the race's next rounds are worth more than the search's next trial: plain compile
     has no answer yet, a candidate beyond it has no interval yet, or one could still save over it
-    more than ``NEAR_TIE_MARGINS`` tie margins (tuner/decide/race.py)."""
+    more than ``NEAR_TIE_MARGINS`` tie margins (tuner/decide/dropping.py)."""
     if not race.answer:
         return True
     rows = race.decision.get("against_plain") or {}
